@@ -1,0 +1,281 @@
+"""Conformance cases generated at test time by tosa-tools, checked against the reference model.
+
+For one TOSA operator this module
+
+1. runs ``tosa_verif_build_tests`` (the official test generator shipped in tosa-tools) with a
+   small selection config, into a cache directory (file-locked, so xdist workers share it);
+2. runs the official ``tosa_reference_model`` CLI on each case (precise FP64 mode, which also
+   writes the dot-product bounds file when the case asks for one);
+3. runs :func:`tosa_verify.run` on the same inputs and compares:
+
+   * integer / bool outputs (compliance mode EXACT): equal element for element;
+   * floating-point outputs: the tosa-tools verifier library under the case's compliance mode;
+   * negative (ERROR_IF) cases: our interpreter must raise ``TosaValidationError``.
+
+Nothing here knows an expected value: every expectation comes from the generator's description
+and the reference model's output.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+import tosa_verify
+from tosa_verify.errors import TosaRequireError, TosaValidationError
+
+SITE = Path(next(p for p in sys.path if p.endswith("site-packages") and (Path(p) / "tosa_reference_model").is_dir()))
+GENERATE_LIB = SITE / "tosa_reference_model" / "libtosa_reference_generate_lib.so"
+VERIFY_LIB = SITE / "tosa_reference_model" / "libtosa_reference_verify_lib.so"
+BIN_DIR = Path(sys.executable).parent
+
+#: The profiles and extensions of TOSA 1.0 the interpreter implements.
+EXTENSIONS = [
+    "tosa-ext-bf16",
+    "tosa-ext-controlflow",
+    "tosa-ext-doubleround",
+    "tosa-ext-fft",
+    "tosa-ext-fp8e4m3",
+    "tosa-ext-fp8e5m2",
+    "tosa-ext-inexactround",
+    "tosa-ext-int16",
+    "tosa-ext-int4",
+    "tosa-ext-variable",
+]
+
+#: Every operator of the TOSA 1.0 specification (pseudocode/operators in the spec, v1.0.2).
+SPEC_OPS = (
+    "ABS ADD ARGMAX ARITHMETIC_RIGHT_SHIFT AVG_POOL2D BITWISE_AND BITWISE_NOT BITWISE_OR "
+    "BITWISE_XOR CAST CEIL CLAMP CLZ CONCAT COND_IF CONST CONST_SHAPE CONV2D CONV3D COS CUSTOM "
+    "DEPTHWISE_CONV2D EQUAL ERF EXP FFT2D FLOOR GATHER GREATER GREATER_EQUAL IDENTITY INTDIV LOG "
+    "LOGICAL_AND LOGICAL_LEFT_SHIFT LOGICAL_NOT LOGICAL_OR LOGICAL_RIGHT_SHIFT LOGICAL_XOR MATMUL "
+    "MAXIMUM MAX_POOL2D MINIMUM MUL NEGATE PAD POW RECIPROCAL REDUCE_ALL REDUCE_ANY REDUCE_MAX "
+    "REDUCE_MIN REDUCE_PRODUCT REDUCE_SUM RESCALE RESHAPE RESIZE REVERSE RFFT2D RSQRT SCATTER "
+    "SELECT SIGMOID SIN SLICE SUB TABLE TANH TILE TRANSPOSE TRANSPOSE_CONV2D VARIABLE "
+    "VARIABLE_READ VARIABLE_WRITE WHILE_LOOP"
+).split()
+
+#: Generator test names for ops whose name differs from the op (lower case is the default).
+GENERATOR_NAMES = {
+    "COND_IF": ["cond_if"],
+    "WHILE_LOOP": ["while_loop"],
+}
+
+
+def cache_root() -> Path:
+    """Where generated cases are kept between runs (``TOSA_VERIFY_CTS_CACHE`` overrides)."""
+    env = os.environ.get("TOSA_VERIFY_CTS_CACHE")
+    root = Path(env) if env else Path(__file__).resolve().parents[2] / ".cts_cache"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def selection_config(op_name: str, maximum: int, num_errorifs: int) -> dict:
+    """A selection config for the generator: a few positive cases per dtype, each ERROR_IF once."""
+    criteria = {"permutes": ["type"], "maximum": maximum, "num_errorifs": num_errorifs}
+    if op_name == "rescale":
+        criteria = {
+            "permutes": ["type", "output_dtype", "rounding_mode"],
+            "full_params": ["per_channel", "input_unsigned", "output_unsigned", "scale"],
+            "maximum": maximum,
+            "num_errorifs": num_errorifs,
+        }
+    return {op_name: {"selection": {"default": criteria}}}
+
+
+def generate(op: str, *, maximum: int = 3, num_errorifs: int = 1, seed: int = 42, extra_args: tuple[str, ...] = ()) -> Path:
+    """Generate (once, cached) the conformance cases of ``op``; return their root directory."""
+    op_name = op.lower()
+    args = [
+        "--filter", f"^{op_name}$",
+        "--tosa-version", "1.0",
+        "--generate-lib-path", str(GENERATE_LIB),
+        "--test-type", "both",
+        "--tensor-dim-range", "1,6",
+        "--seed", str(seed),
+        "--max-resize-output-dim", "24",
+        "--profile", "tosa-pro-int", "tosa-pro-fp",
+        "--extension", *EXTENSIONS,
+        *extra_args,
+    ]
+    key = hashlib.sha256(json.dumps([args, maximum, num_errorifs]).encode()).hexdigest()[:12]
+    out = cache_root() / f"{op_name}-{key}"
+    done = out / ".complete"
+    lock_path = cache_root() / f".{op_name}-{key}.lock"
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if done.exists():
+            return out
+        if out.exists():
+            shutil.rmtree(out)
+        tmp = Path(tempfile.mkdtemp(prefix=f"{op_name}-", dir=cache_root()))
+        sel = tmp / "selection.json"
+        sel.write_text(json.dumps(selection_config(op_name, maximum, num_errorifs)))
+        cmd = [str(BIN_DIR / "tosa_verif_build_tests"), "-o", str(tmp / "cases"), *args,
+               "--test-selection-config", str(sel)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"generator failed for {op}: {proc.stderr[-2000:]}")
+        (tmp / "cases").mkdir(exist_ok=True)
+        os.replace(tmp / "cases", out)
+        shutil.rmtree(tmp, ignore_errors=True)
+        done.write_text("ok")
+    return out
+
+
+@dataclass
+class Case:
+    """One generated conformance case."""
+
+    path: Path
+    desc: dict = field(repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def negative(self) -> bool:
+        return bool(self.desc.get("expected_failure"))
+
+    @property
+    def operator(self) -> str:
+        return self.desc.get("test_details", {}).get("operator", "")
+
+    def inputs(self) -> list[np.ndarray]:
+        return [np.load(self.path / f) for f in self.desc["ifm_file"]]
+
+
+def find_cases(root: Path) -> list[Case]:
+    """All case directories (those with a desc.json) under ``root``, sorted by name."""
+    cases = []
+    for desc in sorted(root.rglob("desc.json")):
+        cases.append(Case(desc.parent, json.loads(desc.read_text())))
+    return cases
+
+
+@dataclass
+class ReferenceResult:
+    status: str  # "VALID", "ERROR", "UNPREDICTABLE", "OTHER"
+    outputs: list[np.ndarray]
+    bounds: list[np.ndarray | None]
+    message: str = ""
+
+
+def run_reference_cli(case: Case, workdir: Path) -> ReferenceResult:
+    """Run the reference model CLI in precise (FP64) mode on a case's description."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    cmd = [
+        str(BIN_DIR / "tosa_reference_model"),
+        "--test_desc", str(case.path / "desc.json"),
+        "--flatbuffer_dir", str(case.path),
+        "--output_dir", str(workdir),
+        "--precise_mode=1",
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=case.path)
+    status = {0: "VALID", 1: "UNPREDICTABLE", 2: "ERROR"}.get(proc.returncode, "OTHER")
+    outputs, bounds = [], []
+    if status == "VALID":
+        for f in case.desc["ofm_file"]:
+            outputs.append(np.load(workdir / f))
+            bnd = workdir / f"bounds_{f}"
+            bounds.append(np.load(bnd) if bnd.exists() else None)
+    return ReferenceResult(status, outputs, bounds, (proc.stdout + proc.stderr)[-1500:])
+
+
+_VERIFIER = None
+
+
+def verifier():
+    """The tosa-tools verifier library (FP compliance modes), loaded once per process."""
+    global _VERIFIER
+    if _VERIFIER is None:
+        from checker.verifier import VerifierLibrary
+
+        _VERIFIER = VerifierLibrary(VERIFY_LIB)
+    return _VERIFIER
+
+
+def check_case(case: Case, workdir: Path) -> str:
+    """Check one case; return "" when our interpreter conforms, else a one-line failure reason."""
+    graph_file = case.path / case.desc["tosa_file"]
+    if case.negative:
+        try:
+            tosa_verify.run(graph_file, case.inputs())
+        except TosaValidationError:
+            return ""
+        except Exception as exc:  # noqa: BLE001 - report any other outcome as a failure
+            return f"{case.name}: expected ERROR_IF rejection, got {type(exc).__name__}: {exc}"
+        return f"{case.name}: expected ERROR_IF ({case.desc.get('expected_failure_desc')}) but the graph ran"
+    ref = run_reference_cli(case, workdir / case.name)
+    try:
+        ours = tosa_verify.run(graph_file, case.inputs())
+    except TosaRequireError as exc:
+        if ref.status == "UNPREDICTABLE":
+            return ""
+        return f"{case.name}: we raised REQUIRE failure, reference said {ref.status}: {exc}"
+    except Exception as exc:  # noqa: BLE001
+        return f"{case.name}: interpreter raised {type(exc).__name__}: {exc}"
+    if ref.status == "UNPREDICTABLE":
+        return ""  # a REQUIRE failed in the reference: any result conforms
+    if ref.status != "VALID":
+        return f"{case.name}: reference model status {ref.status} on a positive case: {ref.message}"
+    compliance = case.desc.get("meta", {}).get("compliance", {"tensors": {}})
+    for name, mine, theirs, bound in zip(case.desc["ofm_name"], ours, ref.outputs, ref.bounds, strict=True):
+        cfg = compliance.get("tensors", {}).get(name, {})
+        mode = cfg.get("mode", "EXACT")
+        if tuple(mine.shape) != tuple(theirs.shape):
+            return f"{case.name}: output {name} shape {mine.shape} != reference {theirs.shape}"
+        if mode == "EXACT" or theirs.dtype.kind in "biu":
+            a = _as_comparable(mine)
+            b = _as_comparable(theirs)
+            if not np.array_equal(a, b):
+                bad = np.flatnonzero(a.ravel() != b.ravel())
+                i = int(bad[0])
+                return (
+                    f"{case.name}: output {name} differs at {bad.size} of {a.size} elements; "
+                    f"first flat index {i}: ours {a.ravel()[i]} reference {b.ravel()[i]}"
+                )
+            continue
+        ok = verifier().verify_data(name, compliance, mine, theirs, bound)
+        if not ok:
+            return f"{case.name}: output {name} not compliant under {mode}"
+    return ""
+
+
+def _as_comparable(a: np.ndarray) -> np.ndarray:
+    if a.dtype.kind == "V":
+        return a.view(np.uint8 if a.dtype.itemsize == 1 else np.uint16)
+    if a.dtype.kind == "b":
+        return a.astype(np.int64)
+    if a.dtype.kind == "f":
+        return a
+    return a.astype(np.int64)
+
+
+def check_op(op: str, workdir: Path, **gen_kwargs) -> tuple[int, int, list[str]]:
+    """Generate and check every selected case of ``op``: (positives, negatives, failures)."""
+    root = generate(op, **gen_kwargs)
+    cases = [c for c in find_cases(root) if c.operator in ("", op) or op in ("COND_IF", "WHILE_LOOP")]
+    failures = [msg for c in cases if (msg := check_case(c, workdir))]
+    positives = sum(not c.negative for c in cases)
+    return positives, len(cases) - positives, failures
+
+
+if __name__ == "__main__":  # python -m tests.conformance.harness OP [OP ...]
+    for name in sys.argv[1:]:
+        with tempfile.TemporaryDirectory() as tmp:
+            pos, neg, fails = check_op(name.upper(), Path(tmp))
+        print(f"{name.upper()}: {pos} positive, {neg} negative, {len(fails)} failing")
+        for f in fails[:20]:
+            print("   ", f)

@@ -1,0 +1,121 @@
+"""The ``tosa-verify`` command line.
+
+Exit codes, for CI gates: 0 success / all gates pass, 1 a check failed (divergence, regression),
+2 an error (bad input, bad configuration, invalid graph).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from .errors import TosaError
+
+EXIT_OK, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
+
+DESCRIPTION = """\
+tosa-verify: make PyTorch -> TOSA -> Arm Ethos-U deployment numerically trustworthy.
+
+Verbs:
+  run      run a TOSA graph with the bit-exact numpy interpreter, write outputs as .npy
+  info     print a TOSA graph's version, profiles/extensions, op histogram, inputs and outputs
+
+Exit codes: 0 success, 1 a check failed, 2 an error (bad input, invalid graph).
+"""
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from .graph import load
+    from .interpreter import run
+
+    graph = load(args.graph)
+    inputs = []
+    for path in args.input:
+        try:
+            inputs.append(np.load(path, allow_pickle=False))
+        except (OSError, ValueError) as exc:
+            raise TosaError(f"cannot read input {path!r}: {exc}") from None
+    outputs = run(graph, inputs)
+    out_dir = Path(args.output_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for i, (name, value) in enumerate(zip(graph.main.outputs, outputs, strict=True)):
+        target = out_dir / f"output_{i}.npy"
+        np.save(target, value)
+        print(f"{name}: {value.dtype} {list(value.shape)} -> {target}")
+    return EXIT_OK
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    from .graph import load
+    from .profiles import op_histogram, profiles_and_extensions
+
+    graph = load(args.graph)
+    profiles, extensions = profiles_and_extensions(graph)
+    block = graph.main
+    print(f"file:        {args.graph}")
+    print(f"version:     {graph.version_string}")
+    print(f"profiles:    {', '.join(profiles) or '-'}")
+    print(f"extensions:  {', '.join(extensions) or '-'}")
+    print(f"regions:     {len(graph.regions)}  blocks: {sum(len(r.blocks) for r in graph.regions)}")
+    print("inputs:")
+    for name in block.inputs:
+        t = block.tensors[name]
+        print(f"  {name:<40} {t.dtype:<8} {list(t.shape)}")
+    print("outputs:")
+    for name in block.outputs:
+        t = block.tensors[name]
+        print(f"  {name:<40} {t.dtype:<8} {list(t.shape)}")
+    hist = op_histogram(graph)
+    print(f"operators:   {sum(hist.values())}")
+    for op, count in hist.most_common():
+        print(f"  {op:<24} {count}")
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``tosa-verify`` (one sub-command per verb)."""
+    parser = argparse.ArgumentParser(
+        prog="tosa-verify", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="verb", metavar="VERB")
+    sub.required = True
+
+    p = sub.add_parser("run", help="run a TOSA graph with the numpy interpreter",
+                       description="Run GRAPH.tosa on .npy inputs (graph input order) and write output_0.npy ...")
+    p.add_argument("graph", metavar="GRAPH.tosa")
+    p.add_argument("--input", "-i", action="append", default=[], metavar="FILE.npy",
+                   help="an input array; repeat in graph input order")
+    p.add_argument("--output-dir", "-o", default=".", metavar="DIR", help="where output_N.npy go (default: .)")
+    p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("info", help="describe a TOSA graph",
+                       description="Print version, profiles/extensions used, op histogram, inputs and outputs.")
+    p.add_argument("graph", metavar="GRAPH.tosa")
+    p.set_defaults(func=_cmd_info)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``tosa-verify`` console script; returns the exit code.
+
+    >>> main(["info", "model.tosa"])   # doctest: +SKIP
+    0
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except TosaError as exc:
+        print(f"tosa-verify: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("tosa-verify: interrupted", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

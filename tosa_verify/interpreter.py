@@ -1,0 +1,193 @@
+"""Run a TOSA graph with the numpy operator registry.
+
+The interpreter walks a block's operators in order, feeds each one its input values, checks the
+results against the declared output tensors and stores them by name. Control-flow ops call back
+into :meth:`Interpreter.run_block`; variable ops use :attr:`Interpreter.variables`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import ops as _ops  # noqa: F401  (imports every op family so the registry is full)
+from .dtypes import dtype_info, to_reference_form, to_working
+from .errors import TosaError, TosaInputError, TosaUnsupportedError, TosaValidationError
+from .graph import Block, Graph, Operator, load
+from .ops.registry import REGISTRY, OpCall
+
+#: Called after each operator: (op index, operator, input values, output values).
+CaptureHook = Callable[[int, Operator, list[np.ndarray], list[np.ndarray]], None]
+
+Source = str | os.PathLike | bytes | Graph
+Inputs = Sequence[np.ndarray] | Mapping[str, np.ndarray]
+
+
+@dataclass
+class RunResult:
+    """Outputs in graph output order plus every tensor's value by name (capture mode)."""
+
+    outputs: list[np.ndarray]
+    tensors: dict[str, np.ndarray]
+
+
+class Interpreter:
+    """Executes one graph. Holds variable state across blocks of one run.
+
+    >>> Interpreter(load("model.tosa")).run([x])   # doctest: +SKIP
+    """
+
+    def __init__(self, graph: Graph, hook: CaptureHook | None = None) -> None:
+        self.graph = graph
+        self.hook = hook
+        self.variables: dict[str, np.ndarray] = {}
+        self.variable_decls: dict[str, object] = {}
+        self.depth = 0
+
+    def run_block(
+        self, block: Block, values: Sequence[np.ndarray], *, record: dict[str, np.ndarray] | None = None
+    ) -> list[np.ndarray]:
+        """Run ``block`` on working-dtype input ``values``; return its outputs (working dtypes)."""
+        if len(values) != len(block.inputs):
+            raise TosaValidationError(
+                f"block {block.name!r} takes {len(block.inputs)} inputs, got {len(values)}"
+            )
+        self.depth += 1
+        if self.depth > 64:
+            raise TosaValidationError("control flow nests deeper than 64 levels")
+        try:
+            env: dict[str, np.ndarray] = {}
+            for name, value in zip(block.inputs, values, strict=True):
+                env[name] = value
+            for name, decl in {**block.shapes, **block.tensors}.items():
+                if decl.data is not None and name not in env:
+                    env[name] = decl.data
+            for index, operator in enumerate(block.operators):
+                self._run_operator(block, index, operator, env)
+            missing = [n for n in block.outputs if n not in env]
+            if missing:
+                raise TosaValidationError(
+                    f"block {block.name!r}: output tensor(s) {missing} are never produced"
+                )
+            if record is not None:
+                record.update(env)
+            return [env[n] for n in block.outputs]
+        finally:
+            self.depth -= 1
+
+    def _decl(self, block: Block, name: str, index: int, operator: Operator):
+        decl = block.tensors.get(name) or block.shapes.get(name)
+        if decl is None:
+            raise TosaValidationError(
+                f"operator {index} {operator.op}: tensor {name!r} is not declared in block {block.name!r}",
+                op_index=index,
+                op=operator.op,
+                tensors=(name,),
+            )
+        return decl
+
+    def _run_operator(self, block: Block, index: int, operator: Operator, env: dict[str, np.ndarray]) -> None:
+        fn = REGISTRY.get(operator.op)
+        if fn is None:
+            raise TosaUnsupportedError(f"operator {index} {operator.op}: not supported by the interpreter")
+        input_decls = [self._decl(block, n, index, operator) for n in operator.inputs]
+        output_decls = [self._decl(block, n, index, operator) for n in operator.outputs]
+        inputs = []
+        for name in operator.inputs:
+            if name not in env:
+                raise TosaValidationError(
+                    f"operator {index} {operator.op}: input tensor {name!r} is used before it is produced",
+                    op_index=index,
+                    op=operator.op,
+                    tensors=(name,),
+                )
+            inputs.append(env[name])
+        call = OpCall(index, operator, inputs, input_decls, output_decls, runtime=self)
+        try:
+            results = list(fn(call))
+        except TosaError:
+            raise
+        except (ValueError, IndexError, TypeError, OverflowError, ZeroDivisionError, KeyError) as exc:
+            # A malformed graph that slipped past the ERROR_IF checks must still fail cleanly.
+            raise TosaValidationError(
+                f"{call._where()}: invalid operator ({type(exc).__name__}: {exc})",
+                op_index=index,
+                op=operator.op,
+                tensors=tuple(operator.inputs + operator.outputs),
+            ) from exc
+        call.error_if(len(results) != len(output_decls), f"produced {len(results)} outputs, declared {len(output_decls)}")
+        for decl, value in zip(output_decls, results, strict=True):
+            value = np.asarray(value)
+            working = dtype_info(decl.dtype).working
+            if value.dtype != working:
+                raise RuntimeError(
+                    f"internal error: {call._where()} returned {value.dtype} for {decl.dtype} tensor {decl.name!r}"
+                )
+            call.error_if(
+                tuple(value.shape) != tuple(decl.shape),
+                f"shape of output {decl.name!r} is {list(value.shape)}, declared {list(decl.shape)}",
+            )
+            env[decl.name] = value
+        if self.hook is not None:
+            self.hook(index, operator, inputs, [env[d.name] for d in output_decls])
+
+
+def bind_inputs(block: Block, inputs: Inputs) -> list[np.ndarray]:
+    """Match the caller's inputs to ``block.inputs`` and convert them to working dtypes.
+
+    Raises :class:`TosaInputError` naming the tensor on a count, name, shape or dtype mismatch.
+    """
+    names = block.inputs
+    if isinstance(inputs, Mapping):
+        unknown = sorted(set(inputs) - set(names))
+        missing = [n for n in names if n not in inputs]
+        if unknown or missing:
+            raise TosaInputError(f"input names do not match the graph: missing {missing}, unknown {unknown}")
+        ordered = [inputs[n] for n in names]
+    else:
+        ordered = list(inputs)
+        if len(ordered) != len(names):
+            raise TosaInputError(f"graph takes {len(names)} input(s) {names}, got {len(ordered)}")
+    values = []
+    for name, value in zip(names, ordered, strict=True):
+        decl = block.tensors.get(name) or block.shapes.get(name)
+        if decl is None:
+            raise TosaInputError(f"graph input {name!r} is not declared")
+        arr = to_working(np.asarray(value), decl.dtype, what=f"input {name!r}")
+        if tuple(arr.shape) != tuple(decl.shape):
+            raise TosaInputError(
+                f"input {name!r}: shape {list(arr.shape)} does not match the declared {list(decl.shape)}"
+            )
+        values.append(arr)
+    return values
+
+
+def run(source: Source, inputs: Inputs, *, capture: bool = False) -> list[np.ndarray] | RunResult:
+    """Run a TOSA graph on numpy inputs with the pure-numpy interpreter.
+
+    ``inputs`` is a list in graph input order or a dict by tensor name. Returns the outputs in
+    graph output order, in the numpy dtypes ``tosa_reference_model.run`` uses. With
+    ``capture=True`` returns a :class:`RunResult` whose ``.tensors`` maps every tensor name to
+    its value.
+
+    >>> import numpy as np, tosa_verify
+    >>> outs = tosa_verify.run("add.tosa", [np.ones((1, 4), np.int32)] * 2)   # doctest: +SKIP
+    """
+    graph = load(source)
+    block = graph.main
+    values = bind_inputs(block, inputs)
+    record: dict[str, np.ndarray] | None = {} if capture else None
+    interpreter = Interpreter(graph)
+    outputs = interpreter.run_block(block, values, record=record)
+    decls = [block.tensors.get(n) or block.shapes.get(n) for n in block.outputs]
+    outputs = [to_reference_form(v, d.dtype) for v, d in zip(outputs, decls, strict=True)]
+    if not capture:
+        return outputs
+    tensors = {}
+    for name, value in record.items():
+        decl = block.tensors.get(name) or block.shapes.get(name)
+        tensors[name] = to_reference_form(value, decl.dtype) if decl is not None else value
+    return RunResult(outputs=outputs, tensors=tensors)

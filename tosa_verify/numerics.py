@@ -1,0 +1,112 @@
+"""Integer numerics of the TOSA spec, vectorized over numpy int64 arrays.
+
+All integer arithmetic happens in int64 with explicit wrap or saturate at the end: int64 holds
+every intermediate the spec allows (int48 * int16 < 2**63, int32 * int32 < 2**63).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .dtypes import dtype_info
+
+INT64 = np.int64
+
+
+def int_range(dtype: str, *, unsigned: bool = False) -> tuple[int, int]:
+    """The [min, max] of an integer TOSA dtype, signed or unsigned.
+
+    >>> int_range("INT8"), int_range("INT16", unsigned=True)
+    ((-128, 127), (0, 65535))
+    """
+    bits = dtype_info(dtype).bits
+    if unsigned:
+        return 0, (1 << bits) - 1
+    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+
+def saturate(values: np.ndarray, dtype: str, *, unsigned: bool = False) -> np.ndarray:
+    """Clip int64 ``values`` to the range of ``dtype`` (signed or unsigned) as int64.
+
+    >>> saturate(np.array([-300, 5, 300]), "INT8").tolist()
+    [-128, 5, 127]
+    """
+    lo, hi = int_range(dtype, unsigned=unsigned)
+    return np.clip(np.asarray(values, dtype=INT64), lo, hi)
+
+
+def wrap(values: np.ndarray, dtype: str) -> np.ndarray:
+    """Two's-complement wrap int64 ``values`` to the width of ``dtype`` (as int64).
+
+    >>> wrap(np.array([128, -129, 255]), "INT8").tolist()
+    [-128, 127, -1]
+    """
+    bits = dtype_info(dtype).bits
+    v = np.asarray(values, dtype=INT64)
+    if bits >= 64:
+        return v
+    shift = 64 - bits
+    return (v << shift) >> shift
+
+
+def to_dtype(values: np.ndarray, dtype: str) -> np.ndarray:
+    """Cast int64 values already inside ``dtype``'s range to its working numpy dtype."""
+    return np.asarray(values).astype(dtype_info(dtype).working, copy=False)
+
+
+def apply_scale_32(
+    value: np.ndarray, multiplier: np.ndarray, shift: np.ndarray, double_round: bool = False
+) -> np.ndarray:
+    """Spec ``apply_scale_32``: ``(value * multiplier + round) >> shift`` in int64.
+
+    The caller checks the REQUIREs (multiplier >= 0, 2 <= shift <= 62, value in range).
+
+    >>> apply_scale_32(np.array([100]), np.array([1 << 30]), np.array([31])).tolist()
+    [50]
+    """
+    value = np.asarray(value, dtype=INT64)
+    shift = np.asarray(shift, dtype=INT64)
+    rounding = np.left_shift(INT64(1), shift - 1)
+    if double_round:
+        big = shift > 31
+        rounding = rounding + np.where(big & (value >= 0), 1 << 30, 0) - np.where(big & (value < 0), 1 << 30, 0)
+    return (value * np.asarray(multiplier, dtype=INT64) + rounding) >> shift
+
+
+def apply_scale_16(value: np.ndarray, multiplier: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    """Spec ``apply_scale_16`` for int48 values and int16 multipliers, in int64.
+
+    >>> apply_scale_16(np.array([-7]), np.array([1 << 14]), np.array([15])).tolist()
+    [-3]
+    """
+    value = np.asarray(value, dtype=INT64)
+    shift = np.asarray(shift, dtype=INT64)
+    rounding = np.left_shift(INT64(1), shift - 1)
+    return (value * np.asarray(multiplier, dtype=INT64) + rounding) >> shift
+
+
+def count_leading_zeros32(values: np.ndarray) -> np.ndarray:
+    """Count leading zeros of int32 values viewed as 32-bit patterns (32 for zero).
+
+    >>> count_leading_zeros32(np.array([0, 1, -1, 0x00010000], np.int32)).tolist()
+    [32, 31, 0, 15]
+    """
+    v = np.asarray(values).astype(np.int64) & 0xFFFFFFFF
+    out = np.full(v.shape, 32, dtype=INT64)
+    nz = v != 0
+    # bit_length via float64 log2 is exact for 32-bit integers
+    out[nz] = 31 - np.floor(np.log2(v[nz].astype(np.float64))).astype(INT64)
+    return out
+
+
+def reciprocal_scale(value: int) -> tuple[int, int]:
+    """Spec ``reciprocal_scale``: (multiplier, shift) approximating 1/value, for AVG_POOL2D.
+
+    >>> reciprocal_scale(9)
+    (1908874355, 34)
+    """
+    if value <= 0:
+        raise ValueError("reciprocal_scale needs value > 0")
+    k = 32 - int(count_leading_zeros32(np.array([value - 1]))[0])
+    numerator = ((1 << 30) + 1) << k
+    return numerator // value, 30 + k

@@ -1,0 +1,134 @@
+"""The operator registry: TOSA op name -> numpy implementation.
+
+Every op module registers its functions here with :func:`register`; the interpreter looks ops up
+in :data:`REGISTRY` and nothing else, so the supported-op list is this dictionary's keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import TosaRequireError, TosaValidationError
+
+if TYPE_CHECKING:
+    from ..graph import Operator, Tensor
+
+OpFunction = Callable[["OpCall"], Sequence[np.ndarray]]
+
+#: TOSA op name -> implementation. Filled by the op-family modules at import time.
+REGISTRY: dict[str, OpFunction] = {}
+
+
+def register(*op_names: str) -> Callable[[OpFunction], OpFunction]:
+    """Register ``fn`` as the implementation of one or more TOSA ops.
+
+    >>> @register("EXAMPLE_NOP")
+    ... def nop(call):
+    ...     return [call.inputs[0]]
+    >>> "EXAMPLE_NOP" in REGISTRY
+    True
+    >>> del REGISTRY["EXAMPLE_NOP"]
+    """
+
+    def decorate(fn: OpFunction) -> OpFunction:
+        for name in op_names:
+            if name in REGISTRY:
+                raise RuntimeError(f"TOSA op {name} registered twice")
+            REGISTRY[name] = fn
+        return fn
+
+    return decorate
+
+
+@dataclass
+class OpCall:
+    """Everything one operator invocation needs: values, declarations, attributes, context.
+
+    ``inputs`` are working numpy arrays (see :mod:`tosa_verify.dtypes`) in operator input order;
+    ``input_decls``/``output_decls`` are the block's tensor declarations (name, shape, dtype).
+    ``runtime`` gives control-flow and variable ops access to the running interpreter.
+    """
+
+    index: int
+    operator: Operator
+    inputs: list[np.ndarray]
+    input_decls: list[Tensor]
+    output_decls: list[Tensor]
+    runtime: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def op(self) -> str:
+        return self.operator.op
+
+    @property
+    def attrs(self) -> dict[str, Any]:
+        return self.operator.attrs
+
+    def in_dtype(self, i: int = 0) -> str:
+        """TOSA dtype name of input ``i``."""
+        return self.input_decls[i].dtype
+
+    def out_dtype(self, i: int = 0) -> str:
+        """TOSA dtype name of output ``i``."""
+        return self.output_decls[i].dtype
+
+    def out_shape(self, i: int = 0) -> tuple[int, ...]:
+        """Declared shape of output ``i``."""
+        return self.output_decls[i].shape
+
+    def _where(self) -> str:
+        ins = ", ".join(t.name for t in self.input_decls)
+        outs = ", ".join(t.name for t in self.output_decls)
+        return f"operator {self.index} {self.op} ({ins} -> {outs})"
+
+    def error_if(self, condition: bool | np.bool_, description: str) -> None:
+        """Raise :class:`TosaValidationError` when a spec ERROR_IF ``condition`` holds.
+
+        ``description`` should read like the spec's condition, e.g. ``"stride_y < 1"``.
+        """
+        if bool(condition):
+            raise TosaValidationError(
+                f"{self._where()}: ERROR_IF({description})",
+                op_index=self.index,
+                op=self.op,
+                tensors=tuple(t.name for t in (*self.input_decls, *self.output_decls)),
+                condition=description,
+            )
+
+    def require(self, condition: bool | np.bool_, description: str) -> None:
+        """Raise :class:`TosaRequireError` when a spec REQUIRE does *not* hold (data-dependent)."""
+        if not bool(condition):
+            raise TosaRequireError(
+                f"{self._where()}: REQUIRE({description}) failed: the result is unpredictable",
+                op_index=self.index,
+                op=self.op,
+                tensors=tuple(t.name for t in (*self.input_decls, *self.output_decls)),
+                condition=description,
+            )
+
+    def check_arity(self, n_inputs: int | tuple[int, ...], n_outputs: int = 1) -> None:
+        """ERROR_IF the operator has the wrong number of inputs or outputs."""
+        allowed = (n_inputs,) if isinstance(n_inputs, int) else n_inputs
+        self.error_if(len(self.inputs) not in allowed, f"input count {len(self.inputs)} not in {allowed}")
+        self.error_if(len(self.output_decls) != n_outputs, f"output count {len(self.output_decls)} != {n_outputs}")
+
+    def check_types(self, allowed: Sequence[tuple[str, ...]]) -> tuple[str, ...]:
+        """ERROR_IF the (input dtypes..., output dtypes...) signature is not in ``allowed``.
+
+        Each entry lists dtypes of the tensors that matter, inputs first then outputs, exactly as
+        the spec's "supported data types" table does for the op. Returns the matching signature.
+        """
+        sig = tuple(t.dtype for t in (*self.input_decls, *self.output_decls))
+        for entry in allowed:
+            n_in = len(entry) - len(self.output_decls)
+            if n_in < 0:
+                continue
+            if sig[:n_in] == tuple(entry[:n_in]) and sig[len(self.input_decls):] == tuple(entry[n_in:]):
+                return entry
+        self.error_if(True, f"unsupported type combination {sig}")
+        raise AssertionError  # unreachable
