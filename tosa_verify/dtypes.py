@@ -157,7 +157,8 @@ def to_working(value: np.ndarray, dtype: str, *, what: str = "input") -> np.ndar
     arr = np.asarray(value)
     if info.name in _RAW_VIEW and arr.dtype != info.working:
         if arr.dtype.itemsize == info.working.itemsize and arr.dtype.kind in "Vu":
-            return np.ascontiguousarray(arr).view(info.working)
+            # np.require, not ascontiguousarray: the latter turns rank-0 arrays into shape (1,).
+            return np.require(arr, requirements="C").view(info.working)
         raise TosaInputError(
             f"{what}: expected {info.name} data as {info.working} or raw {_RAW_VIEW[info.name]}, got {arr.dtype}"
         )
@@ -186,7 +187,7 @@ def to_reference_form(value: np.ndarray, dtype: str) -> np.ndarray:
     raw = _RAW_VIEW.get(dtype_info(dtype).name)
     if raw is None:
         return value
-    return np.ascontiguousarray(value).view(raw)
+    return np.require(value, requirements="C").view(raw)  # keeps rank 0 (see to_working)
 
 
 def natural_dtype(dtype: str) -> np.dtype:

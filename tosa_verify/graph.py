@@ -14,7 +14,13 @@ from pathlib import Path
 import numpy as np
 
 from .dtypes import DTYPE_BY_CODE, decode_constant
-from .errors import TosaFormatError, TosaSizeError, TosaUnsupportedError
+from .errors import (
+    TosaError,
+    TosaFormatError,
+    TosaSizeError,
+    TosaUnsupportedError,
+    TosaValidationError,
+)
 
 #: Largest tensor (in elements) we agree to hold; checked before any allocation.
 MAX_TENSOR_ELEMENTS = 1 << 31
@@ -169,7 +175,11 @@ def _read_tensor(fb_tensor) -> Tensor:
         raise TosaUnsupportedError(f"tensor {name!r}: unsupported dtype code {code}")
     shape = tuple(int(d) for d in fb_tensor.ShapeAsNumpy()) if not fb_tensor.ShapeIsNone() else ()
     if any(d < 0 for d in shape):
-        raise TosaUnsupportedError(f"tensor {name!r}: dynamic or negative shape {list(shape)}")
+        # TOSA 1.0 has no dynamic dimensions, so a negative one makes the graph invalid (the
+        # generator's list-shape ERROR_IF cases produce such tensors).
+        raise TosaValidationError(
+            f"tensor {name!r}: negative dimension in shape {list(shape)}", tensors=(name,)
+        )
     count = int(np.prod([max(d, 0) for d in shape], dtype=object)) if shape else 1
     if count > MAX_TENSOR_ELEMENTS:
         raise TosaSizeError(
@@ -232,6 +242,21 @@ def _read_block(fb_block, op_names: dict[int, str]) -> Block:
     )
 
 
+class _BoundedBytes(bytes):
+    """Flatbuffer bytes whose slices may not run past the end.
+
+    The flatbuffers runtime reads a string as ``Bytes[start:start + length]``; on a truncated
+    file Python slicing silently returns a shorter string (a block or tensor name cut short),
+    so the reader would accept the file. Numbers and vectors already fail loudly (struct.error,
+    numpy ValueError); this closes the gap for strings.
+    """
+
+    def __getitem__(self, key):
+        if isinstance(key, slice) and key.stop is not None and key.stop > len(self):
+            raise IndexError(f"read of bytes {key.start}..{key.stop} past the end of the buffer")
+        return super().__getitem__(key)
+
+
 def parse(data: bytes) -> Graph:
     """Parse TOSA flatbuffer bytes into a :class:`Graph`.
 
@@ -249,7 +274,7 @@ def parse(data: bytes) -> Graph:
         )
     op_names = {v: k for k, v in vars(op_enum.Op).items() if not k.startswith("_")}
     try:
-        fb = tosa_graph.TosaGraph.GetRootAs(data, 0)
+        fb = tosa_graph.TosaGraph.GetRootAs(_BoundedBytes(data), 0)
         ver = fb.Version()
         if ver is None:
             raise TosaFormatError("TOSA flatbuffer has no version table")
@@ -259,7 +284,7 @@ def parse(data: bytes) -> Graph:
             fb_region = fb.Regions(i)
             blocks = [_read_block(fb_region.Blocks(j), op_names) for j in range(fb_region.BlocksLength())]
             regions.append(Region(name=(fb_region.Name() or b"").decode("utf8"), blocks=blocks))
-    except (TosaFormatError, TosaUnsupportedError, TosaSizeError):
+    except TosaError:
         raise
     except Exception as exc:  # flatbuffers raises struct.error/IndexError/UnicodeError on corruption
         raise TosaFormatError(

@@ -15,7 +15,13 @@ import numpy as np
 
 from . import ops as _ops  # noqa: F401  (imports every op family so the registry is full)
 from .dtypes import dtype_info, to_reference_form, to_working
-from .errors import TosaError, TosaInputError, TosaUnsupportedError, TosaValidationError
+from .errors import (
+    TosaError,
+    TosaInputError,
+    TosaSizeError,
+    TosaUnsupportedError,
+    TosaValidationError,
+)
 from .graph import Block, Graph, Operator, load
 from .ops.registry import REGISTRY, OpCall
 
@@ -63,8 +69,14 @@ class Interpreter:
             for name, value in zip(block.inputs, values, strict=True):
                 env[name] = value
             for name, decl in {**block.shapes, **block.tensors}.items():
-                if decl.data is not None and name not in env:
+                if name in env:
+                    continue
+                if decl.data is not None:
                     env[name] = decl.data
+                elif decl.variable:
+                    # A variable tensor without an initial value starts as zeros, as in
+                    # tosa_reference_model (variable tensors initialised from the flatbuffer).
+                    env[name] = np.zeros(decl.shape, dtype=dtype_info(decl.dtype).working)
             for index, operator in enumerate(block.operators):
                 self._run_operator(block, index, operator, env)
             missing = [n for n in block.outputs if n not in env]
@@ -110,10 +122,18 @@ class Interpreter:
             results = list(fn(call))
         except TosaError:
             raise
+        except MemoryError:
+            # Declared shapes pass the element limit at load time, yet an operator's working
+            # arrays can still exceed the machine's memory: report it like any oversized tensor.
+            raise TosaSizeError(
+                f"{call._where()}: out of memory while computing the operator "
+                f"(outputs {[list(d.shape) for d in output_decls]})"
+            ) from None
         except (ValueError, IndexError, TypeError, OverflowError, ZeroDivisionError, KeyError) as exc:
             # A malformed graph that slipped past the ERROR_IF checks must still fail cleanly.
+            detail = " ".join(str(exc).split())  # numpy messages can span lines; ours are one line
             raise TosaValidationError(
-                f"{call._where()}: invalid operator ({type(exc).__name__}: {exc})",
+                f"{call._where()}: invalid operator ({type(exc).__name__}: {detail})",
                 op_index=index,
                 op=operator.op,
                 tensors=tuple(operator.inputs + operator.outputs),
@@ -131,7 +151,9 @@ class Interpreter:
                 f"shape of output {decl.name!r} is {list(value.shape)}, declared {list(decl.shape)}",
             )
             env[decl.name] = value
-        if self.hook is not None:
+        # Only main-block operators are reported: sub-block (COND_IF/WHILE_LOOP) operators have
+        # their own indices and tensor names, which would collide with the main block's.
+        if self.hook is not None and self.depth == 1:
             self.hook(index, operator, inputs, [env[d.name] for d in output_decls])
 
 
@@ -148,7 +170,12 @@ def bind_inputs(block: Block, inputs: Inputs) -> list[np.ndarray]:
             raise TosaInputError(f"input names do not match the graph: missing {missing}, unknown {unknown}")
         ordered = [inputs[n] for n in names]
     else:
-        ordered = list(inputs)
+        try:
+            ordered = list(inputs)
+        except TypeError:
+            raise TosaInputError(
+                f"inputs must be a list of arrays or a dict by tensor name, not {type(inputs).__name__}"
+            ) from None
         if len(ordered) != len(names):
             raise TosaInputError(f"graph takes {len(names)} input(s) {names}, got {len(ordered)}")
     values = []

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 import tosa_verify
+from tosa_verify.dtypes import dtype_info, to_working
 from tosa_verify.errors import TosaRequireError, TosaValidationError
 
 SITE = Path(next(p for p in sys.path if p.endswith("site-packages") and (Path(p) / "tosa_reference_model").is_dir()))
@@ -237,10 +238,10 @@ def check_case(case: Case, workdir: Path) -> str:
         if tuple(mine.shape) != tuple(theirs.shape):
             return f"{case.name}: output {name} shape {mine.shape} != reference {theirs.shape}"
         if mode == "EXACT" or theirs.dtype.kind in "biu":
-            a = _as_comparable(mine)
+            a = _as_comparable(mine, cfg.get("data_type") or _output_dtype(graph_file, name))
             b = _as_comparable(theirs)
-            if not np.array_equal(a, b):
-                bad = np.flatnonzero(a.ravel() != b.ravel())
+            if not _exactly_equal(a, b):
+                bad = np.flatnonzero(~_elementwise_equal(a.ravel(), b.ravel()))
                 i = int(bad[0])
                 return (
                     f"{case.name}: output {name} differs at {bad.size} of {a.size} elements; "
@@ -253,14 +254,38 @@ def check_case(case: Case, workdir: Path) -> str:
     return ""
 
 
-def _as_comparable(a: np.ndarray) -> np.ndarray:
+def _as_comparable(a: np.ndarray, data_type: str | None = None) -> np.ndarray:
+    """Integers as int64, floats as float64 (the reference CLI writes FP outputs as float64).
+
+    ``data_type`` (the TOSA dtype) decodes raw BF16/FP8 views (``|V2``/``|V1``) before widening.
+    """
+    if data_type is not None and dtype_info(data_type).is_float:
+        return to_working(a, data_type).astype(np.float64)
     if a.dtype.kind == "V":
         return a.view(np.uint8 if a.dtype.itemsize == 1 else np.uint16)
     if a.dtype.kind == "b":
         return a.astype(np.int64)
     if a.dtype.kind == "f":
-        return a
+        return a.astype(np.float64)
     return a.astype(np.int64)
+
+
+def _elementwise_equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Bit-exact equality for EXACT mode: NaN matches NaN, and -0.0 does not match +0.0."""
+    if a.dtype.kind != "f" or b.dtype.kind != "f":
+        return a == b
+    both_nan = np.isnan(a) & np.isnan(b)
+    return both_nan | ((a == b) & (np.signbit(a) == np.signbit(b)))
+
+
+def _exactly_equal(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape and bool(np.all(_elementwise_equal(a, b)))
+
+
+def _output_dtype(graph_file: Path, name: str) -> str | None:
+    """TOSA dtype of main-block output ``name`` of the case's graph (None if undeclared)."""
+    decl = tosa_verify.load(graph_file).main.tensors.get(name)
+    return decl.dtype if decl is not None else None
 
 
 def check_op(op: str, workdir: Path, **gen_kwargs) -> tuple[int, int, list[str]]:

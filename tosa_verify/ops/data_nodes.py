@@ -1,9 +1,10 @@
-"""Data nodes (spec chapter "Data Nodes"): CONST, IDENTITY."""
+"""Data nodes (spec chapter "Data Nodes"): CONST, IDENTITY; and CUSTOM (chapter "Custom Operators")."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..errors import TosaUnsupportedError
 from .registry import OpCall, register
 
 
@@ -26,3 +27,19 @@ def identity(call: OpCall) -> list[np.ndarray]:
     call.error_if(call.in_dtype() != call.out_dtype(), "in_t != out_t")
     call.error_if(call.input_decls[0].shape != call.out_shape(), "shape(input1) != shape(output)")
     return [call.inputs[0]]
+
+
+@register("CUSTOM")
+def custom(call: OpCall) -> list[np.ndarray]:
+    """CUSTOM: implementation defined, so never runnable here.
+
+    The spec leaves a custom operator's meaning to the implementation named by ``domain_name``;
+    an implementation that does not know the (domain, operator) pair cannot run the graph. The
+    interpreter knows none, so it reports which one the graph needs.
+    """
+    operator_name = call.attrs.get("operator_name", "")
+    domain_name = call.attrs.get("domain_name", "")
+    raise TosaUnsupportedError(
+        f"{call._where()}: CUSTOM operator {operator_name!r} of domain {domain_name!r} is "
+        f"implementation defined; the interpreter implements no custom operators"
+    )
