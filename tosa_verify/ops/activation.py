@@ -1,0 +1,87 @@
+"""Activation functions (spec chapter "Activation Functions"): CLAMP, ERF, SIGMOID, TANH.
+
+ERF, SIGMOID and TANH are float-only (integer networks use TABLE); they evaluate in float64
+and round once to the output type, well inside their ULP/ABS_ERROR bounds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import special
+
+from ..dtypes import dtype_info
+from ._broadcast import FP_TYPES, apply_max, apply_min, check_same_shape, from_f64, nan_mode, to_f64
+from .registry import OpCall, register
+
+_FP = tuple((t, t) for t in FP_TYPES)
+_CLAMP_TYPES = (("INT8", "INT8"), ("INT16", "INT16")) + _FP
+
+
+def _clamp_bound(call: OpCall, name: str, dtype: str):
+    """Decode the ``min_val``/``max_val`` attribute: little-endian bytes of the input type.
+
+    The flatbuffer vector may be padded (it is 8 bytes for every type in generated tests), so
+    only the first ``itemsize`` bytes are the value.
+    """
+    raw = call.attrs.get(name, b"")
+    working = dtype_info(dtype).working
+    call.error_if(
+        len(raw) < working.itemsize,
+        f"{name} has {len(raw)} bytes, {dtype} needs {working.itemsize}",
+    )
+    value = np.frombuffer(bytes(raw[: working.itemsize]), dtype=working.newbyteorder("<"))
+    return value.astype(working)[0]
+
+
+@register("CLAMP")
+def clamp(call: OpCall) -> list[np.ndarray]:
+    """CLAMP: ``apply_clip_s(value, min_val, max_val, nan_mode)`` elementwise.
+
+    ERROR_IF ``max_val < min_val`` or either bound is NaN. A NaN input gives NaN in PROPAGATE
+    mode and ``min_val`` in IGNORE mode (max with min_val drops the NaN first).
+    """
+    call.check_arity(1, 1)
+    call.check_types(_CLAMP_TYPES)
+    check_same_shape(call)
+    dt = call.in_dtype(0)
+    mode = nan_mode(call)
+    lo, hi = _clamp_bound(call, "min_val", dt), _clamp_bound(call, "max_val", dt)
+    is_float = dt in FP_TYPES
+    if is_float:
+        call.error_if(bool(np.isnan(lo) or np.isnan(hi)), "isNaN(min_val) || isNaN(max_val)")
+    call.error_if(bool(hi < lo), f"max_val < min_val ({hi} < {lo})")
+    x = np.asarray(call.inputs[0])
+    value = apply_max(x, lo, mode, is_float)
+    value = apply_min(value, hi, mode, is_float)
+    return [value.astype(x.dtype, copy=False)]
+
+
+def _fp_activation(call: OpCall, fn) -> list[np.ndarray]:
+    call.check_arity(1, 1)
+    call.check_types(_FP)
+    check_same_shape(call)
+    with np.errstate(all="ignore"):  # exp overflow to inf is part of the specified results
+        return [from_f64(fn(to_f64(call.inputs[0])), call.in_dtype(0))]
+
+
+@register("ERF")
+def erf(call: OpCall) -> list[np.ndarray]:
+    """ERF: the error function ``2/sqrt(pi) * integral_0^x exp(-t*t) dt``."""
+    return _fp_activation(call, special.erf)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    # 1 / (1 + exp(-x)): -inf -> 1 / inf = 0, +inf -> 1, ±0 -> 0.5, NaN -> NaN
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+@register("SIGMOID")
+def sigmoid(call: OpCall) -> list[np.ndarray]:
+    """SIGMOID: ``1 / (1 + exp(-x))``."""
+    return _fp_activation(call, _sigmoid)
+
+
+@register("TANH")
+def tanh(call: OpCall) -> list[np.ndarray]:
+    """TANH: hyperbolic tangent (``±inf -> ±1``, keeps the sign of zero)."""
+    return _fp_activation(call, np.tanh)

@@ -1,0 +1,40 @@
+"""Comparison operators (spec chapter "Comparison Operators"): EQUAL, GREATER, GREATER_EQUAL.
+
+Results are BOOL. A NaN operand makes every comparison false, which is also IEEE-754's (and
+numpy's) answer, so the pseudocode's explicit ``isNaN`` branch needs no extra code.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._broadcast import FP_TYPES, broadcast_inputs
+from .registry import OpCall, register
+
+_COMPARE_TYPES = tuple((t, t, "BOOL") for t in ("INT32", *FP_TYPES))
+
+
+def _compare(call: OpCall, fn) -> list[np.ndarray]:
+    call.check_arity(2, 1)
+    call.check_types(_COMPARE_TYPES)
+    a, b = broadcast_inputs(call, 0, 1)
+    with np.errstate(invalid="ignore"):  # comparing NaN is the specified false
+        return [np.asarray(fn(a, b), dtype=np.bool_)]
+
+
+@register("EQUAL")
+def equal(call: OpCall) -> list[np.ndarray]:
+    """EQUAL: ``input1 == input2`` (false when either is NaN; -0 == +0)."""
+    return _compare(call, np.equal)
+
+
+@register("GREATER")
+def greater(call: OpCall) -> list[np.ndarray]:
+    """GREATER: ``input1 > input2`` (false when either is NaN)."""
+    return _compare(call, np.greater)
+
+
+@register("GREATER_EQUAL")
+def greater_equal(call: OpCall) -> list[np.ndarray]:
+    """GREATER_EQUAL: ``input1 >= input2`` (false when either is NaN)."""
+    return _compare(call, np.greater_equal)

@@ -1,0 +1,312 @@
+"""Elementwise binary operators (spec chapter "Elementwise Binary Operators").
+
+ADD, ARITHMETIC_RIGHT_SHIFT, BITWISE_AND/OR/XOR, INTDIV, LOGICAL_AND/OR/XOR,
+LOGICAL_LEFT_SHIFT, LOGICAL_RIGHT_SHIFT, MAXIMUM, MINIMUM, MUL, POW, SUB, TABLE.
+
+Integer ops compute in int64 and then wrap (where the pseudocode truncates) or check a REQUIRE
+(where it says the result must fit). Float ops compute in float64 and round once to the output
+type, which is within the spec's ULP bounds (fp64 holds every product/sum of two fp32 values
+exactly or with one rounding that is innocuous before the final one).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..dtypes import dtype_info
+from ..numerics import int_range, wrap
+from ._broadcast import (
+    FP_TYPES,
+    apply_max,
+    apply_min,
+    broadcast_inputs,
+    check_same_shape,
+    from_f64,
+    nan_mode,
+    to_f64,
+)
+from .registry import OpCall, register
+
+I64 = np.int64
+
+_INT_BITWISE = (("INT8",) * 3, ("INT16",) * 3, ("INT32",) * 3)
+_ADD_TYPES = (("INT32",) * 3,) + tuple((t,) * 3 for t in FP_TYPES)
+_BOOL = (("BOOL",) * 3,)
+#: Shift amounts the shift ops' REQUIRE allows: 0 <= shift <= bits - 1.
+_SHIFT_MAX = {"INT8": 7, "INT16": 15, "INT32": 31}
+
+
+def _binary(call: OpCall, types) -> tuple[np.ndarray, np.ndarray, str]:
+    """Common prologue: arity, type signature, broadcasting. Returns (a, b, dtype of input1)."""
+    call.check_arity(2, 1)
+    call.check_types(types)
+    a, b = broadcast_inputs(call, 0, 1)
+    return a, b, call.in_dtype(0)
+
+
+def _require_fits(call: OpCall, values: np.ndarray, dtype: str, what: str) -> None:
+    """REQUIRE every int64 value lies in the signed range of ``dtype``."""
+    lo, hi = int_range(dtype)
+    bad = (values < lo) | (values > hi)
+    if bad.any():
+        first = int(np.asarray(values)[bad].reshape(-1)[0])
+        call.require(
+            False, f"{what} in [{lo}, {hi}] ({int(bad.sum())} elements outside, e.g. {first})"
+        )
+
+
+def _working(call: OpCall) -> np.dtype:
+    """The working numpy dtype of the (single) output."""
+    return dtype_info(call.out_dtype()).working
+
+
+def _out(values: np.ndarray, call: OpCall) -> np.ndarray:
+    """Cast values already inside the output type's range to its working dtype."""
+    return np.asarray(values).astype(_working(call), copy=False)
+
+
+def _add_sub(call: OpCall, sign: int) -> list[np.ndarray]:
+    a, b, dt = _binary(call, _ADD_TYPES)
+    if dt == "INT32":
+        # apply_add_s / apply_sub_s: exact in int64, REQUIRE the result fits int32
+        c = a.astype(I64) + sign * b.astype(I64)
+        _require_fits(call, c, dt, "apply_add_s/apply_sub_s result")
+        return [_out(c, call)]
+    with np.errstate(all="ignore"):  # inf - inf -> NaN is the specified result
+        c = to_f64(a) + sign * to_f64(b)
+    return [from_f64(c, dt)]
+
+
+@register("ADD")
+def add(call: OpCall) -> list[np.ndarray]:
+    """ADD: ``input1 + input2`` with broadcasting; int32 overflow is a REQUIRE failure."""
+    return _add_sub(call, +1)
+
+
+@register("SUB")
+def sub(call: OpCall) -> list[np.ndarray]:
+    """SUB: ``input1 - input2`` with broadcasting; int32 overflow is a REQUIRE failure."""
+    return _add_sub(call, -1)
+
+
+def _require_shift(call: OpCall, shift: np.ndarray, dtype: str) -> None:
+    top = _SHIFT_MAX[dtype]
+    call.require(np.all((shift >= 0) & (shift <= top)), f"0 <= value2 <= {top} for {dtype}")
+
+
+@register("ARITHMETIC_RIGHT_SHIFT")
+def arithmetic_right_shift(call: OpCall) -> list[np.ndarray]:
+    """ARITHMETIC_RIGHT_SHIFT: ``input1 >> input2`` (sign-propagating), optionally rounded.
+
+    With ``round`` the result is incremented when the last bit shifted out was 1.
+    """
+    a, b, dt = _binary(call, _INT_BITWISE)
+    a64, b64 = a.astype(I64), b.astype(I64)
+    _require_shift(call, b64, dt)
+    result = a64 >> b64
+    if call.attrs.get("round", False):
+        # b64 - 1 is only used where b64 > 0, clamp it so the shift count stays valid
+        last_out = (a64 >> np.maximum(b64 - 1, 0)) & 1
+        result = result + ((b64 > 0) & (last_out != 0))
+    # a >> b (b >= 1) plus 1 never leaves the type's range; b == 0 leaves a unchanged
+    return [_out(result, call)]
+
+
+def _bitwise(call: OpCall, fn) -> list[np.ndarray]:
+    a, b, _ = _binary(call, _INT_BITWISE)
+    return [fn(a, b).astype(_working(call), copy=False)]
+
+
+@register("BITWISE_AND")
+def bitwise_and(call: OpCall) -> list[np.ndarray]:
+    """BITWISE_AND: ``input1 & input2``."""
+    return _bitwise(call, np.bitwise_and)
+
+
+@register("BITWISE_OR")
+def bitwise_or(call: OpCall) -> list[np.ndarray]:
+    """BITWISE_OR: ``input1 | input2``."""
+    return _bitwise(call, np.bitwise_or)
+
+
+@register("BITWISE_XOR")
+def bitwise_xor(call: OpCall) -> list[np.ndarray]:
+    """BITWISE_XOR: ``input1 ^ input2``."""
+    return _bitwise(call, np.bitwise_xor)
+
+
+@register("INTDIV")
+def intdiv(call: OpCall) -> list[np.ndarray]:
+    """INTDIV: int32 division truncating toward zero.
+
+    REQUIRE the divisor is non-zero and the quotient fits (``INT32_MIN / -1`` does not).
+    """
+    a, b, dt = _binary(call, (("INT32",) * 3,))
+    a64, b64 = a.astype(I64), b.astype(I64)
+    call.require(np.all(b64 != 0), "value2 != 0")
+    # numpy's // floors; truncation toward zero is |a| // |b| with the sign of a * b
+    q = (np.abs(a64) // np.abs(b64)) * (np.sign(a64) * np.sign(b64))
+    _require_fits(call, q, dt, "apply_intdiv_s result")
+    return [_out(q, call)]
+
+
+def _logical(call: OpCall, fn) -> list[np.ndarray]:
+    a, b, _ = _binary(call, _BOOL)
+    return [fn(a, b).astype(np.bool_, copy=False)]
+
+
+@register("LOGICAL_AND")
+def logical_and(call: OpCall) -> list[np.ndarray]:
+    """LOGICAL_AND: ``input1 && input2`` on BOOL."""
+    return _logical(call, np.logical_and)
+
+
+@register("LOGICAL_OR")
+def logical_or(call: OpCall) -> list[np.ndarray]:
+    """LOGICAL_OR: ``input1 || input2`` on BOOL."""
+    return _logical(call, np.logical_or)
+
+
+@register("LOGICAL_XOR")
+def logical_xor(call: OpCall) -> list[np.ndarray]:
+    """LOGICAL_XOR: ``input1 != input2`` on BOOL."""
+    return _logical(call, np.not_equal)
+
+
+@register("LOGICAL_LEFT_SHIFT")
+def logical_left_shift(call: OpCall) -> list[np.ndarray]:
+    """LOGICAL_LEFT_SHIFT: ``input1 << input2``, bits shifted past the type width are lost."""
+    a, b, dt = _binary(call, _INT_BITWISE)
+    b64 = b.astype(I64)
+    _require_shift(call, b64, dt)
+    # |a| < 2**31 and b <= 31, so the int64 shift is exact before wrapping to the width
+    return [_out(wrap(a.astype(I64) << b64, dt), call)]
+
+
+@register("LOGICAL_RIGHT_SHIFT")
+def logical_right_shift(call: OpCall) -> list[np.ndarray]:
+    """LOGICAL_RIGHT_SHIFT: ``input1 >> input2`` shifting in zeros.
+
+    The value is taken as unsigned of its own width (the reference model zero-extends an
+    int8 -128 to 0x80, so ``-128 >> 1 == 64``), then cast back to the signed type.
+    """
+    a, b, dt = _binary(call, _INT_BITWISE)
+    b64 = b.astype(I64)
+    _require_shift(call, b64, dt)
+    bits = {"INT8": 8, "INT16": 16, "INT32": 32}[dt]
+    unsigned = a.astype(I64) & ((1 << bits) - 1)
+    return [_out(wrap(unsigned >> b64, dt), call)]
+
+
+def _min_max(call: OpCall, fn) -> list[np.ndarray]:
+    a, b, dt = _binary(call, _ADD_TYPES)
+    mode = nan_mode(call)
+    return [fn(a, b, mode, dt in FP_TYPES).astype(_working(call), copy=False)]
+
+
+@register("MAXIMUM")
+def maximum(call: OpCall) -> list[np.ndarray]:
+    """MAXIMUM: elementwise ``apply_max_s`` honouring ``nan_mode``."""
+    return _min_max(call, apply_max)
+
+
+@register("MINIMUM")
+def minimum(call: OpCall) -> list[np.ndarray]:
+    """MINIMUM: elementwise ``apply_min_s`` honouring ``nan_mode``."""
+    return _min_max(call, apply_min)
+
+
+_MUL_TYPES = (
+    ("INT8", "INT8", "INT8", "INT32"),
+    ("INT16", "INT16", "INT8", "INT32"),
+    ("INT32", "INT32", "INT8", "INT32"),
+) + tuple((t, t, "INT8", t) for t in FP_TYPES)
+
+
+@register("MUL")
+def mul(call: OpCall) -> list[np.ndarray]:
+    """MUL: ``input1 * input2``; for int32 an optional rounding right ``shift`` (input 3).
+
+    int8/int16 products widen to int32 (always exact). int32 with shift 0 keeps the low 32
+    bits; with shift > 0 the int64 product is rounded, shifted and REQUIREd to fit int32.
+    """
+    call.check_arity(3, 1)
+    call.check_types(_MUL_TYPES)
+    shift_decl = call.input_decls[2]
+    call.error_if(len(shift_decl.shape) != 1, f"rank(shift) != 1 (shape {list(shift_decl.shape)})")
+    call.error_if(
+        tuple(shift_decl.shape) != (1,), f"shape(shift) != [1] ({list(shift_decl.shape)})"
+    )
+    a, b = broadcast_inputs(call, 0, 1)
+    dt = call.in_dtype(0)
+    shift = int(np.asarray(call.inputs[2]).reshape(-1)[0])
+    call.require(0 <= shift <= 63, f"0 <= shift <= 63 (shift {shift})")
+    call.require(dt == "INT32" or shift == 0, f"shift == 0 for in_t {dt} (shift {shift})")
+    if dt in FP_TYPES:
+        # the float64 product of two fp32 values is exact: one rounding to the output type
+        with np.errstate(all="ignore"):  # 0 * inf -> NaN is the specified result
+            return [from_f64(to_f64(a) * to_f64(b), dt)]
+    # int32 * int32 < 2**62 in magnitude: the int64 product is exact
+    product = a.astype(I64) * b.astype(I64)
+    if dt == "INT32" and shift > 0:
+        # (product + round) can only exceed int64 for (-2**31)**2 with shift 63; int64 wraps
+        # there exactly like the reference model's C++ int64 arithmetic.
+        product = (product + (I64(1) << I64(shift - 1))) >> I64(shift)
+        _require_fits(call, product, "INT32", "product")
+        return [_out(product, call)]
+    # apply_mul_s<int32>: low 32 bits of the product
+    return [_out(wrap(product, "INT32"), call)]
+
+
+@register("POW")
+def pow_(call: OpCall) -> list[np.ndarray]:
+    """POW: ``input1 ** input2`` for floats.
+
+    REQUIREs (data-dependent, as in the reference model): input1 >= 0, input1 > 0 or
+    input2 > 0, no NaN, both finite.
+    """
+    a, b, dt = _binary(call, tuple((t,) * 3 for t in FP_TYPES))
+    x, y = to_f64(a), to_f64(b)
+    with np.errstate(invalid="ignore"):
+        call.require(not np.any(x < 0), "value1 >= 0")
+        call.require(
+            np.all((x > 0) | (y > 0) | np.isnan(x) | np.isnan(y)), "value1 > 0 || value2 > 0"
+        )
+    call.require(not np.any(np.isnan(x) | np.isnan(y)), "!isNaN(value1) && !isNaN(value2)")
+    call.require(np.all(np.isfinite(x) & np.isfinite(y)), "is_finite(value1) && is_finite(value2)")
+    with np.errstate(all="ignore"):  # overflow to inf is the correctly rounded result
+        return [from_f64(np.power(x, y), dt)]
+
+
+_TABLE_TYPES = (("INT8", "INT8", "INT8"), ("INT16", "INT16", "INT32"))
+
+
+@register("TABLE")
+def table(call: OpCall) -> list[np.ndarray]:
+    """TABLE: int8 lookup in a 256-entry table, or int16 interpolated lookup in 513 entries.
+
+    int16 follows ``apply_lookup_s``: the top 9 bits of ``value + 32768`` index the table,
+    the low 7 bits interpolate linearly to the next entry, giving a 23-bit int32 result.
+    """
+    call.check_arity(2, 1)
+    call.check_types(_TABLE_TYPES)
+    check_same_shape(call, 0)
+    dt = call.in_dtype(0)
+    size = 256 if dt == "INT8" else 513
+    tdecl = call.input_decls[1]
+    # The reference model rejects a wrongly sized table as an ERROR_IF (the spec writes
+    # REQUIRE(length(table) == TABLE_SIZE), but the length is static).
+    call.error_if(len(tdecl.shape) != 1, f"rank(table) != 1 (shape {list(tdecl.shape)})")
+    call.error_if(
+        tdecl.shape[0] != size, f"length(table) != TABLE_SIZE ({tdecl.shape[0]} vs {size})"
+    )
+    tab = np.asarray(call.inputs[1]).astype(I64).reshape(-1)
+    value = np.asarray(call.inputs[0]).astype(I64)
+    if dt == "INT8":
+        return [_out(tab[value + 128], call)]
+    index = (value + 32768) >> 7
+    fraction = value & 0x7F
+    base = tab[index]
+    slope = tab[index + 1] - base
+    _require_fits(call, slope, "INT16", "slope")
+    return [_out((base << 7) + slope * fraction, call)]

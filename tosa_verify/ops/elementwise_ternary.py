@@ -1,0 +1,23 @@
+"""Elementwise ternary operators (spec chapter "Elementwise Ternary Operators"): SELECT."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._broadcast import FP_TYPES, broadcast_inputs
+from .registry import OpCall, register
+
+_SELECT_TYPES = tuple(("BOOL", t, t, t) for t in ("BOOL", "INT8", "INT16", "INT32", *FP_TYPES))
+
+
+@register("SELECT")
+def select(call: OpCall) -> list[np.ndarray]:
+    """SELECT: ``input1 ? input2 : input3`` elementwise, all three inputs broadcast.
+
+    ERROR_IF ``shape != broadcast_shape(broadcast_shape(shape1, shape2), shape3)``.
+    """
+    call.check_arity(3, 1)
+    call.check_types(_SELECT_TYPES)
+    cond, on_true, on_false = broadcast_inputs(call, 0, 1, 2)
+    # np.where copies the chosen elements bit for bit (NaN payloads and -0 included)
+    return [np.where(cond, on_true, on_false)]

@@ -1,0 +1,172 @@
+"""Elementwise unary operators (spec chapter "Elementwise Unary Operators").
+
+ABS, BITWISE_NOT, CEIL, CLZ, COS, EXP, FLOOR, LOG, LOGICAL_NOT, NEGATE, RECIPROCAL, RSQRT, SIN.
+
+Ops whose float results must be exact (ABS, NEGATE, CEIL, FLOOR) work without any inexact
+step; the transcendental ones evaluate in float64 and round once to the output type, far
+inside their ULP/ABS_ERROR bounds. numpy's float64 functions already give the special-value
+tables of the spec (e.g. ``log(-0) = -inf``, ``cos(inf) = NaN``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..dtypes import dtype_info
+from ..numerics import count_leading_zeros32, int_range
+from ._broadcast import FP_TYPES, check_same_shape, from_f64, to_f64
+from .registry import OpCall, register
+
+I64 = np.int64
+
+_FP = tuple((t, t) for t in FP_TYPES)
+
+
+def _unary(call: OpCall, types) -> tuple[np.ndarray, str]:
+    """Common prologue: one input, one output, type signature, same shape."""
+    call.check_arity(1, 1)
+    call.check_types(types)
+    check_same_shape(call)
+    return np.asarray(call.inputs[0]), call.in_dtype(0)
+
+
+def _fp_unary(call: OpCall, fn) -> list[np.ndarray]:
+    """Evaluate ``fn`` on float64 and round to the output type (errors are specified values)."""
+    x, dt = _unary(call, _FP)
+    with np.errstate(all="ignore"):
+        return [from_f64(fn(to_f64(x)), dt)]
+
+
+@register("ABS")
+def abs_(call: OpCall) -> list[np.ndarray]:
+    """ABS: ``|input1|``; int32 REQUIREs the input is not INT32_MIN (``0 - x`` overflows).
+
+    For floats -0 gives +0 and NaN stays NaN, which ``np.abs`` does exactly.
+    """
+    x, dt = _unary(call, (("INT32", "INT32"),) + _FP)
+    if dt == "INT32":
+        lo, _ = int_range(dt)
+        call.require(not np.any(x == lo), "apply_sub_s(0, value1) fits int32 (value1 != INT32_MIN)")
+    return [np.abs(x)]
+
+
+@register("BITWISE_NOT")
+def bitwise_not(call: OpCall) -> list[np.ndarray]:
+    """BITWISE_NOT: ``~input1``."""
+    x, _ = _unary(call, (("INT8",) * 2, ("INT16",) * 2, ("INT32",) * 2))
+    return [np.invert(x)]
+
+
+@register("CEIL")
+def ceil(call: OpCall) -> list[np.ndarray]:
+    """CEIL: round up to an integer; exact (the result is representable in the same type)."""
+    return _fp_unary(call, np.ceil)
+
+
+@register("FLOOR")
+def floor(call: OpCall) -> list[np.ndarray]:
+    """FLOOR: round down to an integer; exact (the result is representable in the same type)."""
+    return _fp_unary(call, np.floor)
+
+
+@register("CLZ")
+def clz(call: OpCall) -> list[np.ndarray]:
+    """CLZ: count leading zero bits of an int32 (32 for zero)."""
+    x, _ = _unary(call, (("INT32", "INT32"),))
+    return [count_leading_zeros32(x).astype(np.int32)]
+
+
+@register("COS")
+def cos(call: OpCall) -> list[np.ndarray]:
+    """COS: cosine of radians (NaN for infinities)."""
+    return _fp_unary(call, np.cos)
+
+
+@register("SIN")
+def sin(call: OpCall) -> list[np.ndarray]:
+    """SIN: sine of radians (NaN for infinities, keeps the sign of zero)."""
+    return _fp_unary(call, np.sin)
+
+
+@register("EXP")
+def exp(call: OpCall) -> list[np.ndarray]:
+    """EXP: ``e ** input1`` (``-inf -> +0``, ``+inf -> +inf``)."""
+    return _fp_unary(call, np.exp)
+
+
+@register("LOG")
+def log(call: OpCall) -> list[np.ndarray]:
+    """LOG: natural logarithm; ``apply_log``'s ``±0 -> -inf`` and negative -> NaN are np.log's."""
+    return _fp_unary(call, np.log)
+
+
+@register("LOGICAL_NOT")
+def logical_not(call: OpCall) -> list[np.ndarray]:
+    """LOGICAL_NOT: ``!input1`` on BOOL."""
+    x, _ = _unary(call, (("BOOL", "BOOL"),))
+    return [np.logical_not(x)]
+
+
+_NEGATE_TYPES = (
+    ("INT8",) * 4,
+    ("INT16",) * 4,
+    ("INT32",) * 4,
+) + tuple((t,) * 4 for t in FP_TYPES)
+
+
+@register("NEGATE")
+def negate(call: OpCall) -> list[np.ndarray]:
+    """NEGATE: ``-(input1 - input1_zp) + output_zp`` clipped to the type's range.
+
+    Zero points (inputs 2 and 3, shape [1]) may be non-zero only for int8. The int32 path
+    accumulates in int32, so ``0 - INT32_MIN`` is a REQUIRE failure; int8/int16 accumulate
+    in int32 without overflow and saturate at the end.
+    """
+    call.check_arity(3, 1)
+    call.check_types(_NEGATE_TYPES)
+    check_same_shape(call)
+    for i, name in ((1, "input1_zp"), (2, "output_zp")):
+        shape = tuple(call.input_decls[i].shape)
+        call.error_if(len(shape) != 1, f"rank({name}) != 1 (shape {list(shape)})")
+        call.error_if(shape != (1,), f"shape({name}) != [1] ({list(shape)})")
+    dt = call.in_dtype(0)
+    in_zp = np.asarray(call.inputs[1]).reshape(-1)[0]
+    out_zp = np.asarray(call.inputs[2]).reshape(-1)[0]
+    call.error_if(
+        dt != "INT8" and in_zp != 0, f"!is_same<in_out_t,i8_t>() && input1_zp != 0 ({in_zp})"
+    )
+    call.error_if(
+        dt != "INT8" and out_zp != 0, f"!is_same<in_out_t,i8_t>() && output_zp != 0 ({out_zp})"
+    )
+    x = np.asarray(call.inputs[0])
+    if dt in FP_TYPES:
+        # zero points are zero here, so the result is the exact sign flip (NaN stays NaN)
+        return [np.negative(x)]
+    value = x.astype(I64) - I64(in_zp)
+    if dt == "INT32":
+        # acc_t is int32: apply_sub_s(0, value) REQUIREs the negation fits
+        lo, hi = int_range("INT32")
+        # (both zero points are 0 for int32, so this is the only step that can overflow)
+        call.require(
+            np.all((-value >= lo) & (-value <= hi)), "apply_sub_s<acc_t>(0, value) fits int32"
+        )
+    lo, hi = int_range(dt)
+    result = np.clip(-value + I64(out_zp), lo, hi)
+    return [result.astype(dtype_info(dt).working)]
+
+
+@register("RECIPROCAL")
+def reciprocal(call: OpCall) -> list[np.ndarray]:
+    """RECIPROCAL: ``1 / input1`` (``±0 -> ±inf``, ``±inf -> ±0``)."""
+    return _fp_unary(call, lambda x: 1.0 / x)
+
+
+def _rsqrt(x: np.ndarray) -> np.ndarray:
+    # negative -> NaN (the pseudocode's branch); -0 -> 1 / sqrt(-0) = 1 / -0 = -inf
+    return np.where(x < 0, np.nan, 1.0 / np.sqrt(np.where(x < 0, 1.0, x)))
+
+
+@register("RSQRT")
+def rsqrt(call: OpCall) -> list[np.ndarray]:
+    """RSQRT: ``1 / sqrt(input1)``; negative inputs give NaN."""
+    return _fp_unary(call, _rsqrt)
