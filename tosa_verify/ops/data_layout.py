@@ -1,0 +1,189 @@
+"""Data layout operators (spec chapter "Data Layout"): CONCAT, PAD, RESHAPE, REVERSE, SLICE, TILE,
+TRANSPOSE.
+
+These ops move values without converting them, so results are exact for every dtype. PAD's
+padding, RESHAPE's shape, SLICE's start/size and TILE's multiples are SHAPE operands (int64
+arrays produced by CONST_SHAPE).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._layout_support import (
+    MAX_RANK,
+    MAX_TENSOR_LIST_SIZE,
+    check_rank,
+    check_same_dtype,
+    shape_input,
+)
+from .registry import OpCall, register
+
+#: in_out_t of every data layout op in TOSA 1.0 (PRO-INT, PRO-FP, EXT-INT16, EXT-BF16, EXT-FP8*).
+LAYOUT_TYPES = ("BOOL", "INT8", "INT16", "INT32", "FP8E4M3", "FP8E5M2", "FP16", "BF16", "FP32")
+
+
+@register("CONCAT")
+def concat(call: OpCall) -> list[np.ndarray]:
+    """CONCAT: join a list of tensors of equal rank along ``axis``."""
+    n = len(call.inputs)
+    call.error_if(n == 0, "input1 == []")
+    call.error_if(len(call.output_decls) != 1, f"output count {len(call.output_decls)} != 1")
+    call.error_if(
+        n > MAX_TENSOR_LIST_SIZE, f"tensor_list_shape(input1) = {n} > MAX_TENSOR_LIST_SIZE"
+    )
+    check_same_dtype(call, LAYOUT_TYPES, *range(n))
+    shapes = [tuple(d.shape) for d in call.input_decls]
+    out_shape = tuple(call.out_shape())
+    rank = len(shapes[0])
+    check_rank(call, rank, 1, MAX_RANK, "input1[0]")
+    check_rank(call, len(out_shape), 1, MAX_RANK, "output")
+    axis = int(call.attrs.get("axis", 0))
+    call.error_if(axis < 0 or axis >= max(1, rank), "axis < 0 || axis >= max(1, rank(shapes1[0]))")
+    axis_sum = 0
+    for shape in shapes:
+        call.error_if(len(shape) != rank, "rank(shapes1[shape_index]) != rank(shapes1[0])")
+        for i, dim in enumerate(shape):
+            if i == axis:
+                axis_sum += dim
+            else:
+                call.error_if(
+                    dim != shapes[0][i],
+                    "shapes1[shape_index][axis_index] != shapes1[0][axis_index]",
+                )
+    call.error_if(len(out_shape) != rank, "rank(shape) != rank(shapes1[0])")
+    call.error_if(axis_sum != out_shape[axis], "axis_sum != shape[axis]")
+    return [np.concatenate(call.inputs, axis=axis)]
+
+
+@register("PAD")
+def pad(call: OpCall) -> list[np.ndarray]:
+    """PAD: surround ``input1`` with ``pad_const``; ``padding`` is [start0, end0, start1, ...]."""
+    call.check_arity(3, 1)
+    check_same_dtype(call, LAYOUT_TYPES, 0, 2)
+    in_shape = tuple(call.input_decls[0].shape)
+    out_shape = tuple(call.out_shape())
+    check_rank(call, len(in_shape), 1, MAX_RANK, "input1")
+    check_rank(call, len(out_shape), 1, MAX_RANK, "output")
+    call.error_if(len(out_shape) != len(in_shape), "rank(shape) != rank(shape1)")
+    padding = shape_input(call, 1, 2 * len(in_shape), "padding")
+    call.error_if(tuple(call.input_decls[2].shape) != (1,), "shape(pad_const) != [1]")
+    for i in range(len(out_shape)):
+        before, after = padding[2 * i], padding[2 * i + 1]
+        call.error_if(before < 0 or after < 0, "padding[i * 2] < 0 || padding[(i * 2) + 1] < 0")
+        call.error_if(
+            out_shape[i] != before + in_shape[i] + after,
+            "shape[i] != padding[i * 2] + shape1[i] + padding[(i * 2) + 1]",
+        )
+    pad_value = np.asarray(call.inputs[2]).reshape(-1)[0]
+    out = np.full(out_shape, pad_value, dtype=call.inputs[0].dtype)
+    inner = tuple(slice(padding[2 * i], padding[2 * i] + in_shape[i]) for i in range(len(in_shape)))
+    out[inner] = call.inputs[0]
+    return [out]
+
+
+@register("RESHAPE")
+def reshape(call: OpCall) -> list[np.ndarray]:
+    """RESHAPE: same values in row-major order, new shape given by the ``shape`` operand."""
+    call.check_arity(2, 1)
+    check_same_dtype(call, LAYOUT_TYPES, 0)
+    in_decl = call.input_decls[0]
+    out_shape = tuple(call.out_shape())
+    check_rank(call, len(in_decl.shape), 0, MAX_RANK, "input1")
+    check_rank(call, len(out_shape), 0, MAX_RANK, "output")
+    new_shape = shape_input(call, 1, len(out_shape), "shape")
+    # The shape operand is the output's shape: it must agree with the declared output.
+    call.error_if(
+        tuple(new_shape) != out_shape,
+        f"shape operand {new_shape} != output shape {list(out_shape)}",
+    )
+    out_size = int(np.prod(out_shape, dtype=np.int64))
+    call.error_if(in_decl.size != out_size, "tensor_size(shape1) != tensor_size(shape)")
+    return [np.reshape(call.inputs[0], out_shape)]
+
+
+@register("REVERSE")
+def reverse(call: OpCall) -> list[np.ndarray]:
+    """REVERSE: reverse the order of elements along ``axis``."""
+    call.check_arity(1, 1)
+    check_same_dtype(call, LAYOUT_TYPES, 0)
+    shape = tuple(call.input_decls[0].shape)
+    check_rank(call, len(shape), 1, MAX_RANK, "input1")
+    call.error_if(tuple(call.out_shape()) != shape, "shape(output) != shape(input1)")
+    axis = int(call.attrs.get("axis", 0))
+    call.error_if(axis < 0 or axis >= len(shape), "axis < 0 || axis >= rank(shape)")
+    return [np.ascontiguousarray(np.flip(call.inputs[0], axis=axis))]
+
+
+@register("SLICE")
+def slice_(call: OpCall) -> list[np.ndarray]:
+    """SLICE: the block of ``input1`` starting at ``start`` with extent ``size``."""
+    call.check_arity(3, 1)
+    check_same_dtype(call, LAYOUT_TYPES, 0)
+    in_shape = tuple(call.input_decls[0].shape)
+    out_shape = tuple(call.out_shape())
+    rank = len(in_shape)
+    check_rank(call, rank, 1, MAX_RANK, "input1")
+    check_rank(call, len(out_shape), 1, MAX_RANK, "output")
+    start = shape_input(call, 1, None, "start")
+    size = shape_input(call, 2, None, "size")
+    call.error_if(
+        rank != len(start) or rank != len(size),
+        "rank(shape1) != length(start) || rank(shape1) != length(size)",
+    )
+    call.error_if(rank != len(out_shape), "rank(shape1) != rank(shape)")
+    for i in range(rank):
+        call.error_if(start[i] < 0, "start[index] < 0")
+        call.error_if(size[i] <= 0, "size[index] <= 0")
+        call.error_if(
+            start[i] + size[i] > in_shape[i], "start[index] + size[index] > shape1[index]"
+        )
+        call.error_if(out_shape[i] != size[i], "shape[index] != size[index]")
+    window = tuple(slice(s, s + n) for s, n in zip(start, size, strict=True))
+    return [np.ascontiguousarray(call.inputs[0][window])]
+
+
+@register("TILE")
+def tile(call: OpCall) -> list[np.ndarray]:
+    """TILE: replicate ``input1`` ``multiples[i]`` times along each dimension i."""
+    call.check_arity(2, 1)
+    check_same_dtype(call, LAYOUT_TYPES, 0)
+    in_shape = tuple(call.input_decls[0].shape)
+    out_shape = tuple(call.out_shape())
+    check_rank(call, len(in_shape), 1, MAX_RANK, "input1")
+    check_rank(call, len(out_shape), 1, MAX_RANK, "output")
+    call.error_if(len(in_shape) != len(out_shape), "rank(shape1) != rank(shape)")
+    multiples = shape_input(call, 1, len(in_shape), "multiples")
+    for i in range(len(in_shape)):
+        call.error_if(
+            in_shape[i] * multiples[i] != out_shape[i], "shape1[i] * multiples[i] != shape[i]"
+        )
+    return [np.tile(call.inputs[0], multiples)]
+
+
+@register("TRANSPOSE")
+def transpose(call: OpCall) -> list[np.ndarray]:
+    """TRANSPOSE: output dimension i is input dimension ``perms[i]``."""
+    call.check_arity(1, 1)
+    check_same_dtype(call, LAYOUT_TYPES, 0)
+    in_shape = tuple(call.input_decls[0].shape)
+    out_shape = tuple(call.out_shape())
+    rank = len(in_shape)
+    check_rank(call, rank, 1, MAX_RANK, "input1")
+    check_rank(call, len(out_shape), 1, MAX_RANK, "output")
+    call.error_if(rank != len(out_shape), "rank(shape1) != rank(shape)")
+    call.error_if(
+        call.input_decls[0].size != int(np.prod(out_shape, dtype=np.int64)),
+        "tensor_size(shape1) != tensor_size(shape)",
+    )
+    perms = [int(p) for p in call.attrs.get("perms", [])]
+    call.error_if(len(perms) != rank, f"length(perms) = {len(perms)} != rank(shape1)")
+    used = [False] * rank
+    for p in perms:
+        call.error_if(p >= rank, "index >= rank(shape1)")
+        call.error_if(p < 0, "index < 0")
+        call.error_if(used[p], "indexes_used[index] == true")
+        used[p] = True
+    for i in range(rank):
+        call.error_if(in_shape[perms[i]] != out_shape[i], "shape1[perms[i]] != shape[i]")
+    return [np.ascontiguousarray(np.transpose(call.inputs[0], perms))]

@@ -1,0 +1,138 @@
+"""Reduction operators (spec chapter "Reduction"): REDUCE_ALL, REDUCE_ANY, REDUCE_MAX, REDUCE_MIN,
+REDUCE_PRODUCT, REDUCE_SUM.
+
+Every reduction keeps the reduced axis with size 1. Integer results are exact; floating-point
+sums and products are computed in float64 and rounded once to the output type, which is inside
+the spec's dot-product and product error bounds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..dtypes import dtype_info
+from ..numerics import int_range
+from ._layout_support import MAX_RANK, check_rank, round_to_float
+from .registry import OpCall, register
+
+_FLOATS = ("FP16", "BF16", "FP32")
+
+
+def _reduce_checks(call: OpCall, allowed: tuple[str, ...]) -> tuple[np.ndarray, int]:
+    """The ERROR_IFs every REDUCE_* shares; returns (input, axis)."""
+    call.check_arity(1, 1)
+    dtype = call.out_dtype()
+    call.error_if(dtype not in allowed, f"in_out_t {dtype} not supported by {call.op}")
+    call.error_if(call.in_dtype() != dtype, f"input is {call.in_dtype()}, output is {dtype}")
+    x = call.inputs[0]
+    in_shape = tuple(call.input_decls[0].shape)
+    out_shape = tuple(call.out_shape())
+    check_rank(call, len(in_shape), 1, MAX_RANK, "input")
+    check_rank(call, len(out_shape), 1, MAX_RANK, "output")
+    axis = int(call.attrs.get("axis", 0))
+    call.error_if(axis < 0 or axis >= len(in_shape), "axis < 0 || axis >= rank(shape1)")
+    call.error_if(len(out_shape) != len(in_shape), "rank(shape) != rank(shape1)")
+    call.error_if(out_shape[axis] != 1, "shape[axis] != 1")
+    # The other dimensions are copied through (the output shape is the input's with axis -> 1).
+    expected = in_shape[:axis] + (1,) + in_shape[axis + 1 :]
+    call.error_if(out_shape != expected, f"output shape {list(out_shape)} != {list(expected)}")
+    return x, axis
+
+
+@register("REDUCE_ALL")
+def reduce_all(call: OpCall) -> list[np.ndarray]:
+    """REDUCE_ALL: logical AND along ``axis`` (true for an empty axis)."""
+    x, axis = _reduce_checks(call, ("BOOL",))
+    return [np.all(x, axis=axis, keepdims=True)]
+
+
+@register("REDUCE_ANY")
+def reduce_any(call: OpCall) -> list[np.ndarray]:
+    """REDUCE_ANY: logical OR along ``axis`` (false for an empty axis)."""
+    x, axis = _reduce_checks(call, ("BOOL",))
+    return [np.any(x, axis=axis, keepdims=True)]
+
+
+def _nan_mode(call: OpCall, dtype: str) -> str:
+    mode = call.attrs.get("nan_mode", "PROPAGATE")
+    # nan_mode only matters for floats; integer graphs may leave it unset.
+    call.error_if(
+        dtype in _FLOATS and mode not in ("PROPAGATE", "IGNORE"),
+        f"nan_mode {mode} is not PROPAGATE or IGNORE",
+    )
+    return mode
+
+
+def _extreme(call: OpCall, largest: bool) -> list[np.ndarray]:
+    x, axis = _reduce_checks(call, ("INT8", "INT16", "INT32", *_FLOATS))
+    dtype = call.out_dtype()
+    mode = _nan_mode(call, dtype)
+    if dtype not in _FLOATS:
+        fn = np.max if largest else np.min
+        return [fn(x, axis=axis, keepdims=True)]
+    # float32 holds FP16/BF16 values exactly, so the comparison and the copy back are exact.
+    # PROPAGATE: any NaN gives NaN (np.max/np.min). IGNORE: NaN only when the whole axis is NaN
+    # (np.fmax/np.fmin ignore a NaN operand). The sign of a zero result is free per the spec.
+    xf = x.astype(np.float32)
+    if mode == "IGNORE":
+        ufunc = np.fmax if largest else np.fmin
+        result = ufunc.reduce(xf, axis=axis, keepdims=True)
+    else:
+        fn = np.max if largest else np.min
+        result = fn(xf, axis=axis, keepdims=True)
+    # Equal values have equal bits except the zeros. The pseudocode folds in axis order with
+    # apply_max_s (``a >= b ? a : b``: the first of tied zeros wins) and apply_min_s
+    # (``a < b ? a : b``: the last wins). Either sign is allowed, but following the fold keeps
+    # us bit-identical with the reference model.
+    zeros = xf == 0
+    if zeros.any():
+        if largest:
+            pick = np.argmax(zeros, axis=axis)
+        else:
+            pick = zeros.shape[axis] - 1 - np.argmax(np.flip(zeros, axis=axis), axis=axis)
+        chosen = np.take_along_axis(xf, np.expand_dims(pick, axis), axis=axis)
+        result = np.where(result == 0, chosen, result)
+    return [result.astype(dtype_info(dtype).working)]
+
+
+@register("REDUCE_MAX")
+def reduce_max(call: OpCall) -> list[np.ndarray]:
+    """REDUCE_MAX: maximum along ``axis``, NaN handling per ``nan_mode`` for floats."""
+    return _extreme(call, largest=True)
+
+
+@register("REDUCE_MIN")
+def reduce_min(call: OpCall) -> list[np.ndarray]:
+    """REDUCE_MIN: minimum along ``axis``, NaN handling per ``nan_mode`` for floats."""
+    return _extreme(call, largest=False)
+
+
+@register("REDUCE_PRODUCT")
+def reduce_product(call: OpCall) -> list[np.ndarray]:
+    """REDUCE_PRODUCT: product along ``axis`` (floats only), float64 then one rounding."""
+    x, axis = _reduce_checks(call, _FLOATS)
+    product = np.prod(x.astype(np.float64), axis=axis, keepdims=True)
+    return [round_to_float(product, call.out_dtype())]
+
+
+@register("REDUCE_SUM")
+def reduce_sum(call: OpCall) -> list[np.ndarray]:
+    """REDUCE_SUM: sum along ``axis``; INT32 exact with the spec's per-step overflow REQUIRE."""
+    x, axis = _reduce_checks(call, ("INT32", *_FLOATS))
+    dtype = call.out_dtype()
+    if dtype == "INT32":
+        # apply_add_s<i32_t> REQUIREs every partial sum (in the spec's order) to fit int32;
+        # int64 cumulative sums of at most 2**31 int32 values cannot overflow.
+        partial = np.cumsum(x.astype(np.int64), axis=axis)
+        lo, hi = int_range("INT32")
+        call.require(
+            partial.size == 0 or (partial.min() >= lo and partial.max() <= hi),
+            "apply_add_s<i32_t>: partial sum within int32",
+        )
+        total = np.sum(x.astype(np.int64), axis=axis, keepdims=True)
+        return [total.astype(np.int32)]
+    # Float sums: a dot product with a vector of ones. float64 accumulation is far inside the
+    # dot-product error bound, and a single final rounding to the output type.
+    # "+ 0.0" because the spec's accumulator starts at +0: a sum of only -0.0 is +0.0.
+    total = np.sum(x.astype(np.float64), axis=axis, keepdims=True) + 0.0
+    return [round_to_float(total, dtype)]

@@ -1,0 +1,213 @@
+"""Type conversion operators (spec chapter "Type Conversion"): CAST, RESCALE.
+
+Integer arithmetic is done in int64 and wrapped or saturated explicitly. Float results are rounded
+once, to nearest even, straight from float64 (which holds every TOSA input value exactly).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..dtypes import dtype_info
+from ..numerics import apply_scale_16, apply_scale_32, int_range, saturate, wrap
+from ._layout_support import MAX_RANK, check_rank, round_to_float
+from .registry import OpCall, register
+
+_FLOATS = ("FP16", "BF16", "FP32", "FP8E4M3", "FP8E5M2")
+_INTS = ("INT8", "INT16", "INT32")
+
+#: CAST in_t -> allowed out_t (spec supported data types table, TOSA 1.0).
+_CAST_TYPES: dict[str, tuple[str, ...]] = {
+    "BOOL": ("INT8", "INT16", "INT32"),
+    "INT8": ("BOOL", "INT16", "INT32", "FP16", "BF16", "FP32"),
+    "INT16": ("BOOL", "INT8", "INT32", "FP16", "BF16", "FP32"),
+    "INT32": ("BOOL", "INT8", "INT16", "FP16", "BF16", "FP32"),
+    "BF16": ("INT8", "INT16", "INT32", "FP8E4M3", "FP8E5M2", "FP32"),
+    "FP8E4M3": ("FP16", "BF16", "FP32"),
+    "FP8E5M2": ("FP16", "BF16", "FP32"),
+    "FP16": ("INT8", "INT16", "INT32", "FP8E4M3", "FP8E5M2", "FP32"),
+    "FP32": ("INT8", "INT16", "INT32", "FP8E4M3", "FP8E5M2", "BF16", "FP16"),
+}
+
+
+def _widen(x: np.ndarray) -> np.ndarray:
+    """float64 copy of ``x``: exact for int32 and every TOSA float type."""
+    with np.errstate(invalid="ignore"):  # ml_dtypes warns when widening a NaN
+        return x.astype(np.float64)
+
+
+@register("CAST")
+def cast(call: OpCall) -> list[np.ndarray]:
+    """CAST: convert every element from in_t to out_t.
+
+    * to BOOL: ``in != 0``; from BOOL: 1 or 0.
+    * integer to integer: sign-extend when widening, two's-complement truncate when narrowing.
+    * float to integer: round to nearest, ties to even, then saturate (NaN is unpredictable).
+    * to float: round to nearest even from the exact value; overflow gives infinity (NaN for
+      FP8E4M3, OCP non-saturating mode).
+    """
+    call.check_arity(1, 1)
+    in_t, out_t = call.in_dtype(), call.out_dtype()
+    call.error_if(out_t not in _CAST_TYPES.get(in_t, ()), f"unsupported CAST {in_t} -> {out_t}")
+    shape = tuple(call.input_decls[0].shape)
+    check_rank(call, len(shape), 0, MAX_RANK, "input")
+    call.error_if(tuple(call.out_shape()) != shape, "shape(output) != shape(input)")
+    x = call.inputs[0]
+    working = dtype_info(out_t).working
+    if out_t == "BOOL":
+        return [x != 0]
+    if in_t == "BOOL":
+        return [x.astype(working)]
+    if out_t in _FLOATS:
+        # one rounding from the exact value: the spec's round_to_nearest_float
+        return [round_to_float(_widen(x), out_t)]
+    if in_t in _FLOATS:
+        xf = _widen(x)
+        call.require(
+            not np.isnan(xf).any(), "input is not NaN (float to integer of NaN is unpredictable)"
+        )
+        # round_to_nearest_int (np.rint: ties to even), then clip; clipping in float64 first keeps
+        # infinities and huge values out of the int64 conversion.
+        lo, hi = int_range(out_t)
+        return [np.clip(np.rint(xf), lo, hi).astype(working)]
+    # integer -> integer: sign_extend or truncate
+    return [wrap(x.astype(np.int64), out_t).astype(working)]
+
+
+#: RESCALE in_t -> allowed out_t.
+_RESCALE_TYPES: dict[str, tuple[str, ...]] = {
+    "INT8": _INTS,
+    "INT16": _INTS,
+    "INT32": _INTS,
+    "INT48": _INTS,
+}
+
+
+def _zero_point(call: OpCall, i: int, dtype: str, unsigned: bool) -> int:
+    """Zero-point operand ``i`` (a [1] tensor of ``dtype``), zero- or sign-extended."""
+    call.error_if(call.in_dtype(i) != dtype, f"zero point type {call.in_dtype(i)} != {dtype}")
+    call.error_if(tuple(call.input_decls[i].shape) != (1,), f"shape of zero point input {i} != [1]")
+    zp = int(np.asarray(call.inputs[i]).reshape(-1)[0])
+    if unsigned:
+        zp &= (1 << dtype_info(dtype).bits) - 1
+    return zp
+
+
+@register("RESCALE")
+def rescale(call: OpCall) -> list[np.ndarray]:
+    """RESCALE: ``out = clip(apply_scale(in - input_zp, multiplier, shift) + output_zp)``.
+
+    ``scale32`` selects apply_scale_32 (INT32 multiplier, SINGLE/INEXACT/DOUBLE_ROUND) or
+    apply_scale_16 (INT16 multiplier); ``per_channel`` indexes multiplier and shift by the last
+    axis. Unsigned INT8/INT16 values travel as the bit patterns of the signed working dtype, like
+    tosa_reference_model's inputs and outputs.
+    """
+    call.check_arity(5, 1)
+    in_t, out_t = call.in_dtype(0), call.out_dtype()
+    call.error_if(
+        out_t not in _RESCALE_TYPES.get(in_t, ()), f"unsupported RESCALE {in_t} -> {out_t}"
+    )
+    attrs = call.attrs
+    scale32 = bool(attrs.get("scale32", False))
+    rounding_mode = attrs.get("rounding_mode", "SINGLE_ROUND")
+    per_channel = bool(attrs.get("per_channel", False))
+    input_unsigned = bool(attrs.get("input_unsigned", False))
+    output_unsigned = bool(attrs.get("output_unsigned", False))
+    shape = tuple(call.input_decls[0].shape)
+    check_rank(call, len(shape), 0, MAX_RANK, "input")
+    call.error_if(tuple(call.out_shape()) != shape, "shape(output) != shape(input)")
+    call.error_if(
+        rounding_mode not in ("SINGLE_ROUND", "INEXACT_ROUND", "DOUBLE_ROUND"),
+        f"rounding_mode {rounding_mode} unknown",
+    )
+
+    # Attribute/type ERROR_IFs of the pseudocode (the zero-point ones follow below).
+    call.error_if(scale32 and in_t == "INT48", "scale32 && is_same<in_t,i48_t>()")
+    call.error_if(
+        not scale32 and rounding_mode == "DOUBLE_ROUND",
+        "!scale32 && (rounding_mode == DOUBLE_ROUND)",
+    )
+    call.error_if(input_unsigned and output_unsigned, "input_unsigned && output_unsigned")
+    call.error_if(out_t == "INT32" and input_unsigned, "is_same<out_t,i32_t>() && input_unsigned")
+    call.error_if(in_t == "INT32" and output_unsigned, "is_same<in_t,i32_t>() && output_unsigned")
+    call.error_if(in_t == "INT48" and output_unsigned, "is_same<in_t,i48_t>() && output_unsigned")
+    call.error_if(in_t == "INT48" and input_unsigned, "is_same<in_t, i48_t> && input_unsigned")
+    call.error_if(in_t == "INT32" and input_unsigned, "is_same<in_t, i32_t> && input_unsigned")
+    call.error_if(out_t == "INT32" and output_unsigned, "is_same<out_t, i32_t> && output_unsigned")
+    call.error_if(per_channel and len(shape) < 1, "per_channel && rank(input) < 1")
+
+    # multiplier [NC] (INT32 if scale32 else INT16) and shift [NC] (INT8)
+    nc = shape[-1] if per_channel else 1
+    mul_t = "INT32" if scale32 else "INT16"
+    call.error_if(call.in_dtype(1) != mul_t, f"multiplier type {call.in_dtype(1)} != {mul_t}")
+    call.error_if(call.in_dtype(2) != "INT8", f"shift type {call.in_dtype(2)} != INT8")
+    call.error_if(tuple(call.input_decls[1].shape) != (nc,), f"shape(multiplier) != [NC] = [{nc}]")
+    call.error_if(tuple(call.input_decls[2].shape) != (nc,), f"shape(shift) != [NC] = [{nc}]")
+
+    input_zp = _zero_point(call, 3, in_t, input_unsigned)
+    output_zp = _zero_point(call, 4, out_t, output_unsigned)
+    call.error_if(
+        in_t != "INT8" and (in_t != "INT16" or not input_unsigned) and input_zp != 0,
+        "!is_same<in_t,i8_t>() && (!is_same<in_t,i16_t>() || input_unsigned == false) && input_zp != 0",
+    )
+    call.error_if(
+        out_t != "INT8" and (out_t != "INT16" or not output_unsigned) and output_zp != 0,
+        "!is_same<out_t,i8_t>() && (!is_same<out_t,i16_t>() || output_unsigned == false) && output_zp != 0",
+    )
+    call.error_if(
+        in_t == "INT16" and input_unsigned and input_zp not in (0, 32768),
+        "is_same<in_t,i16_t>() && input_unsigned == true && input_zp != 0 && input_zp != 32768",
+    )
+    call.error_if(
+        out_t == "INT16" and output_unsigned and output_zp not in (0, 32768),
+        "is_same<out_t,i16_t>() && output_unsigned == true && output_zp != 0 && output_zp != 32768",
+    )
+
+    multiplier = call.inputs[1].astype(np.int64).reshape(-1)
+    shift = call.inputs[2].astype(np.int64).reshape(-1)
+    # REQUIREs of apply_scale_32/16 on the scale factors actually used.
+    if np.prod(shape, dtype=np.int64) > 0:
+        call.require(bool(np.all(multiplier >= 0)), "multiplier >= 0")
+        call.require(bool(np.all((shift >= 2) & (shift <= 62))), "2 <= shift && shift <= 62")
+
+    value = call.inputs[0].astype(np.int64)
+    if input_unsigned:
+        value = value & ((1 << dtype_info(in_t).bits) - 1)  # zero_extend
+    value = value - input_zp
+    # Per-channel: multiplier[c] with c = index[rank - 1] broadcasts along the last axis.
+    m = multiplier if per_channel else multiplier[0]
+    s = shift if per_channel else shift[0]
+    if scale32:
+        lo_v = -np.left_shift(np.int64(1), s - 1)
+        hi_v = np.left_shift(np.int64(1), s - 1)
+        call.require(
+            bool(np.all((value >= lo_v) & (value < hi_v))),
+            "value >= (-1 << (shift - 1)) && value < (1 << (shift - 1))",
+        )
+        # INEXACT_ROUND permits any result within its error bound, and the exact single rounding
+        # is always inside it (spec note). tosa_reference_model instead returns the lower edge
+        # of the permitted range, so INEXACT_ROUND results are compared with the verifier's
+        # RESCALE_INEXACT mode, not bit for bit.
+        result = apply_scale_32(value, m, s, double_round=rounding_mode == "DOUBLE_ROUND")
+    else:
+        result = apply_scale_16(value, m, s)
+        lo32, hi32 = int_range("INT32")
+        call.require(
+            bool(np.all((result >= lo32) & (result <= hi32))), "apply_scale_16 result within int32"
+        )
+
+    # apply_add_s<int32_t>(result, output_zp) REQUIREs the sum to fit int32.
+    result = result + output_zp
+    lo32, hi32 = int_range("INT32")
+    call.require(
+        bool(np.all((result >= lo32) & (result <= hi32))),
+        "apply_add_s<int32_t>: result + output_zp within int32",
+    )
+    if output_unsigned:
+        # Clamp to [0, 2**bits - 1] and keep the bit pattern in the signed working dtype. (Read
+        # literally, apply_clip_u's zero-extending compares would send negative results to the
+        # maximum; the intent, and tosa_reference_model, clamp them to 0.)
+        out = wrap(saturate(result, out_t, unsigned=True), out_t)
+    else:
+        out = saturate(result, out_t)
+    return [out.astype(dtype_info(out_t).working)]
