@@ -69,7 +69,11 @@ def apply_scale_32(
     rounding = np.left_shift(INT64(1), shift - 1)
     if double_round:
         big = shift > 31
-        rounding = rounding + np.where(big & (value >= 0), 1 << 30, 0) - np.where(big & (value < 0), 1 << 30, 0)
+        rounding = (
+            rounding
+            + np.where(big & (value >= 0), 1 << 30, 0)
+            - np.where(big & (value < 0), 1 << 30, 0)
+        )
     return (value * np.asarray(multiplier, dtype=INT64) + rounding) >> shift
 
 
@@ -110,3 +114,46 @@ def reciprocal_scale(value: int) -> tuple[int, int]:
     k = 32 - int(count_leading_zeros32(np.array([value - 1]))[0])
     numerator = ((1 << 30) + 1) << k
     return numerator // value, 30 + k
+
+
+#: TOSA float formats: (significand bits incl. the implicit one, min normal exponent,
+#: largest finite value, has infinities).
+FLOAT_FORMATS: dict[str, tuple[int, int, float, bool]] = {
+    "FP32": (24, -126, float(np.finfo(np.float32).max), True),
+    "FP16": (11, -14, 65504.0, True),
+    "BF16": (8, -126, float.fromhex("0x1.fe00000000000p+127"), True),
+    "FP8E4M3": (4, -6, 448.0, False),
+    "FP8E5M2": (3, -14, 57344.0, True),
+}
+
+
+def round_to_float(values: np.ndarray, dtype: str) -> np.ndarray:
+    """Round float64 ``values`` to nearest-even in TOSA float ``dtype``; return its working array.
+
+    FP32 and FP16 use numpy's cast, which is IEEE-754 round-to-nearest-even in one step. BF16 and
+    FP8 are rounded here: ml_dtypes converts float64 through float32 and can round twice.
+
+    One rounding step straight from float64 (numpy/ml_dtypes may go through float32 first, which
+    double-rounds). Results beyond the largest finite value become infinity of the right sign, or
+    NaN for FP8E4M3, which has none (spec ``round_to_nearest_float``, OCP non-saturating mode).
+
+    >>> round_to_float(np.array([1.0625, 300.0, 470.0]), "FP8E4M3").astype(float).tolist()
+    [1.0, 288.0, nan]
+    """
+    x = np.asarray(values, dtype=np.float64)
+    if dtype in ("FP32", "FP16"):
+        with np.errstate(over="ignore"):  # out of range rounds to +-inf, as IEEE-754 specifies
+            return x.astype(dtype_info(dtype).working)
+    bits, emin, largest, has_inf = FLOAT_FORMATS[dtype]
+    with np.errstate(invalid="ignore", over="ignore"):
+        _, exp = np.frexp(x)  # |x| = m * 2**exp with 0.5 <= m < 1
+        # quantum of the target format at x's binade; fixed below the normal range (subnormals)
+        quantum = np.ldexp(1.0, np.maximum(exp - 1, emin) - (bits - 1))
+        # x / quantum and the product are exact: both are power-of-two scalings in float64
+        rounded = np.round(x / quantum) * quantum
+        overflow = np.abs(rounded) > largest
+        # infinity keeps the sign; FP8E4M3 has none and gives the (positive) NaN 0x7F, as the
+        # reference model does
+        special = np.copysign(np.inf, x) if has_inf else np.nan
+        rounded = np.where(overflow, special, rounded)
+        return rounded.astype(dtype_info(dtype).working)

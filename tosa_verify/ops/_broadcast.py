@@ -9,10 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import ml_dtypes
 import numpy as np
 
-from ..dtypes import dtype_info
 from .registry import OpCall
 
 #: Types the elementwise chapters list, by spec family.
@@ -89,36 +87,6 @@ def nan_mode(call: OpCall) -> str:
 def to_f64(values: np.ndarray) -> np.ndarray:
     """Widen a float working array to float64 (exact for every TOSA float type)."""
     return np.asarray(values).astype(np.float64)
-
-
-def from_f64(values: np.ndarray, dtype: str) -> np.ndarray:
-    """Round float64 ``values`` to the working dtype of TOSA ``dtype``, round to nearest even.
-
-    numpy rounds float64 to float16/float32 directly. ml_dtypes goes float64 -> float32 ->
-    bfloat16, which can round twice; BF16 therefore goes through :func:`_f64_to_bf16`.
-    """
-    values = np.asarray(values, dtype=np.float64)
-    if dtype == "BF16":
-        return _f64_to_bf16(values)
-    with np.errstate(over="ignore"):  # out of range rounds to +-inf, as IEEE-754 specifies
-        return values.astype(dtype_info(dtype).working)
-
-
-def _f64_to_bf16(values: np.ndarray) -> np.ndarray:
-    """Correctly rounded float64 -> bfloat16 via float32 rounded to odd.
-
-    Rounding to odd into float32 (24 bits, more than bf16's 8 + 2) keeps the sticky
-    information, so the final round-to-nearest-even into bfloat16 is the correctly rounded
-    result (Boldo & Melquiond's round-to-odd argument).
-    """
-    with np.errstate(over="ignore"):
-        f32 = values.astype(np.float32)
-    exact = (f32.astype(np.float64) == values) | np.isnan(values)
-    # f32 rounded away from zero when |f32| > |v|: step back toward zero to truncate.
-    away = ~exact & (np.abs(f32.astype(np.float64)) > np.abs(values))
-    trunc = np.where(away, np.nextafter(f32, np.float32(0)), f32)
-    bits = trunc.view(np.uint32) | np.where(exact, np.uint32(0), np.uint32(1))
-    return bits.view(np.float32).astype(ml_dtypes.bfloat16)
 
 
 def apply_max(a: np.ndarray, b: np.ndarray, mode: str, is_float: bool) -> np.ndarray:

@@ -10,7 +10,8 @@ import numpy as np
 from scipy import special
 
 from ..dtypes import dtype_info
-from ._broadcast import FP_TYPES, apply_max, apply_min, check_same_shape, from_f64, nan_mode, to_f64
+from ..numerics import round_to_float
+from ._broadcast import FP_TYPES, apply_max, apply_min, check_same_shape, nan_mode, to_f64
 from .registry import OpCall, register
 
 _FP = tuple((t, t) for t in FP_TYPES)
@@ -61,7 +62,7 @@ def _fp_activation(call: OpCall, fn) -> list[np.ndarray]:
     call.check_types(_FP)
     check_same_shape(call)
     with np.errstate(all="ignore"):  # exp overflow to inf is part of the specified results
-        return [from_f64(fn(to_f64(call.inputs[0])), call.in_dtype(0))]
+        return [round_to_float(fn(to_f64(call.inputs[0])), call.in_dtype(0))]
 
 
 @register("ERF")

@@ -14,14 +14,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import dtype_info
-from ..numerics import int_range, wrap
+from ..numerics import int_range, round_to_float, wrap
 from ._broadcast import (
     FP_TYPES,
     apply_max,
     apply_min,
     broadcast_inputs,
     check_same_shape,
-    from_f64,
     nan_mode,
     to_f64,
 )
@@ -74,7 +73,7 @@ def _add_sub(call: OpCall, sign: int) -> list[np.ndarray]:
         return [_out(c, call)]
     with np.errstate(all="ignore"):  # inf - inf -> NaN is the specified result
         c = to_f64(a) + sign * to_f64(b)
-    return [from_f64(c, dt)]
+    return [round_to_float(c, dt)]
 
 
 @register("ADD")
@@ -245,7 +244,7 @@ def mul(call: OpCall) -> list[np.ndarray]:
     if dt in FP_TYPES:
         # the float64 product of two fp32 values is exact: one rounding to the output type
         with np.errstate(all="ignore"):  # 0 * inf -> NaN is the specified result
-            return [from_f64(to_f64(a) * to_f64(b), dt)]
+            return [round_to_float(to_f64(a) * to_f64(b), dt)]
     # int32 * int32 < 2**62 in magnitude: the int64 product is exact
     product = a.astype(I64) * b.astype(I64)
     if dt == "INT32" and shift > 0:
@@ -275,7 +274,7 @@ def pow_(call: OpCall) -> list[np.ndarray]:
     call.require(not np.any(np.isnan(x) | np.isnan(y)), "!isNaN(value1) && !isNaN(value2)")
     call.require(np.all(np.isfinite(x) & np.isfinite(y)), "is_finite(value1) && is_finite(value2)")
     with np.errstate(all="ignore"):  # overflow to inf is the correctly rounded result
-        return [from_f64(np.power(x, y), dt)]
+        return [round_to_float(np.power(x, y), dt)]
 
 
 _TABLE_TYPES = (("INT8", "INT8", "INT8"), ("INT16", "INT16", "INT32"))

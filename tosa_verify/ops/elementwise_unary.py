@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import dtype_info
-from ..numerics import count_leading_zeros32, int_range
-from ._broadcast import FP_TYPES, check_same_shape, from_f64, to_f64
+from ..numerics import count_leading_zeros32, int_range, round_to_float
+from ._broadcast import FP_TYPES, check_same_shape, to_f64
 from .registry import OpCall, register
 
 I64 = np.int64
@@ -34,7 +34,7 @@ def _fp_unary(call: OpCall, fn) -> list[np.ndarray]:
     """Evaluate ``fn`` on float64 and round to the output type (errors are specified values)."""
     x, dt = _unary(call, _FP)
     with np.errstate(all="ignore"):
-        return [from_f64(fn(to_f64(x)), dt)]
+        return [round_to_float(fn(to_f64(x)), dt)]
 
 
 @register("ABS")

@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import dtype_info
-from ._layout_support import MAX_SCALE, check_rank, round_to_float, shape_input
+from ..numerics import round_to_float
+from ._layout_support import MAX_SCALE, check_rank, shape_input
 from .registry import OpCall, register
 
 #: (in_t, out_t) per mode, from the spec's supported data types table.

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import dtype_info
-from ..numerics import int_range
-from ._layout_support import MAX_RANK, check_rank, round_to_float
+from ..numerics import int_range, round_to_float
+from ._layout_support import MAX_RANK, check_rank
 from .registry import OpCall, register
 
 _FLOATS = ("FP16", "BF16", "FP32")
