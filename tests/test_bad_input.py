@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import tosa_serializer as ts
 
 import tosa_verify
 from tosa_verify.ops.registry import REGISTRY
-
-ts = pytest.importorskip("tosa_serializer")
 
 
 def new_graph():
