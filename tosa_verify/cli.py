@@ -23,6 +23,10 @@ tosa-verify: make PyTorch -> TOSA -> Arm Ethos-U deployment numerically trustwor
 Verbs:
   run      run a TOSA graph with the bit-exact numpy interpreter, write outputs as .npy
   info     print a TOSA graph's version, profiles/extensions, op histogram, inputs and outputs
+  diff     run a graph with the interpreter and the reference model (or against another graph),
+           compare every operator's output, name the first divergence, write a one-op repro
+  compile  compile an INT TOSA graph for an Ethos-U55/U65/U85 target with Vela, print performance
+  support  list the operators Vela will not accept for a target, without compiling
 
 Exit codes: 0 success, 1 a check failed, 2 an error (bad input, invalid graph).
 """
@@ -96,6 +100,20 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Print version, profiles/extensions used, op histogram, inputs and outputs.")
     p.add_argument("graph", metavar="GRAPH.tosa")
     p.set_defaults(func=_cmd_info)
+
+    from .diff import build_diff_parser, diff_command
+
+    p = sub.add_parser("diff", help="compare a graph op by op against the reference model or another graph",
+                       description="Run GRAPH.tosa with the interpreter and the reference model (or OTHER.tosa), "
+                       "compare every operator output, name the first divergence. Exit 0 all match, 1 divergence, 2 error.")
+    build_diff_parser(p)
+    p.set_defaults(func=diff_command)
+
+    # The ethosu package is a namespace portion beside Vela's ethosu.vela; its CLI pieces live there.
+    from ethosu.cli import add_compile_parser, add_support_parser
+
+    add_compile_parser(sub)
+    add_support_parser(sub)
     return parser
 
 
