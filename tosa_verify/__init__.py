@@ -7,6 +7,9 @@ True
 
 from __future__ import annotations
 
+from . import reference
+from .compare import Verdict, compare
+from .diff import DiffReport, diff
 from .errors import (
     TosaError,
     TosaFormatError,
@@ -28,6 +31,7 @@ __version__ = "0.1.0"
 __all__ = [
     "SUPPORTED_OPS",
     "Block",
+    "DiffReport",
     "Graph",
     "Interpreter",
     "Operator",
@@ -41,6 +45,10 @@ __all__ = [
     "TosaSizeError",
     "TosaUnsupportedError",
     "TosaValidationError",
+    "Verdict",
+    "compare",
+    "diff",
     "load",
+    "reference",
     "run",
 ]

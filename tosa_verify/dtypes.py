@@ -6,7 +6,7 @@ Inside the interpreter every TOSA value is a numpy array of a fixed *working* dt
 TOSA       working numpy dtype         notes
 =========  ==========================  =====================================
 BOOL       bool
-INT4       int8                        values in [-8, 7]
+INT4       int8                        values in [-7, 7] (spec int4_t; -8 is invalid)
 INT8       int8
 INT16      int16                       also carries uint16 when an op says unsigned
 INT32      int32
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
-from .errors import TosaFormatError, TosaInputError, TosaUnsupportedError
+from .errors import TosaFormatError, TosaInputError, TosaUnsupportedError, TosaValidationError
 
 
 @dataclass(frozen=True)
@@ -119,6 +119,9 @@ def decode_constant(raw: bytes | np.ndarray, dtype: str, shape: tuple[int, ...])
         nibbles[1::2] = packed >> 4
         values = nibbles[:count].astype(np.int8)
         values[values > 7] -= 16
+        if values.size and values.min() < -7:
+            # int4_t is [-7, 7]; the reference model silently zeroes such a constant, so reject it.
+            raise TosaValidationError(f"INT4 constant of shape {list(shape)} holds -8, outside int4_t [-7, 7]")
         return values.reshape(shape)
     if info.name == "INT48":
         need = count * 6
@@ -173,8 +176,8 @@ def to_working(value: np.ndarray, dtype: str, *, what: str = "input") -> np.ndar
         raise TosaInputError(f"{what}: expected dtype {info.working} for TOSA {info.name}, got {arr.dtype}")
     if arr.dtype != info.working:
         arr = arr.view(info.working)
-    if info.name == "INT4" and arr.size and (arr.min() < -8 or arr.max() > 7):
-        raise TosaInputError(f"{what}: INT4 values must lie in [-8, 7]")
+    if info.name == "INT4" and arr.size and (arr.min() < -7 or arr.max() > 7):
+        raise TosaInputError(f"{what}: INT4 values must lie in [-7, 7]")
     return arr
 
 

@@ -147,6 +147,10 @@ class Interpreter:
                     f"internal error: {call._where()} returned {value.dtype} for {decl.dtype} tensor {decl.name!r}"
                 )
             call.error_if(
+                decl.dtype != "SHAPE" and any(d < 1 for d in decl.shape),
+                f"output {decl.name!r} has a dimension < 1 in {list(decl.shape)}",
+            )
+            call.error_if(
                 tuple(value.shape) != tuple(decl.shape),
                 f"shape of output {decl.name!r} is {list(value.shape)}, declared {list(decl.shape)}",
             )

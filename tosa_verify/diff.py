@@ -1,0 +1,995 @@
+"""Operator-by-operator diff of two executions of a TOSA graph.
+
+:func:`diff` runs ``source`` with the numpy interpreter and, with every intermediate tensor
+captured, either the reference model on the same graph (``against="reference"``) or the
+interpreter on another graph (``against=OTHER``). It walks the operators of the entry block in
+order, gives each output tensor a :class:`~tosa_verify.compare.Verdict`, and names the first
+diverging operator with its inputs, attributes (RESCALE's multiplier/shift/zero points are const
+inputs in TOSA 1.0 and are shown with their values; CONV/MATMUL show their accumulator type) and
+its worst element. :meth:`DiffReport.write_repro` cuts that operator out into a one-operator graph
+with its input values and both results.
+
+Tensors of the other graph are matched by name, then by provenance: an explicit ``provenance``
+mapping (source tensor name -> other tensor name) and the operators' ``location`` strings.
+Constants (CONST/CONST_SHAPE outputs) are not walked as operators; constants that differ between
+two graphs are listed in :attr:`DiffReport.constant_differences` and shown with the consuming op.
+
+>>> report = diff("model.tosa", random_inputs(load("model.tosa"), seed=0))   # doctest: +SKIP
+>>> print(report.format_table())                                             # doctest: +SKIP
+>>> report.write_repro("repro/")                                             # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .compare import MISMATCH, Verdict, compare, compliance_config
+from .dtypes import dtype_info, to_reference_form, to_working
+from .errors import TosaError, TosaInputError
+from .graph import Block, Graph, Operator, Region, Tensor, load
+from .interpreter import Inputs, Interpreter, Source, bind_inputs
+
+__all__ = [
+    "DiffReport",
+    "OpDiff",
+    "TensorDiff",
+    "build_diff_parser",
+    "describe_operator",
+    "diff",
+    "diff_main",
+    "extract_operator",
+    "random_inputs",
+    "run_repro",
+]
+
+_CONST_OPS = {"CONST", "CONST_SHAPE"}
+
+#: Names of the operands of TOSA 1.0 operators whose extra inputs are parameters.
+OPERAND_NAMES: dict[str, tuple[str, ...]] = {
+    "RESCALE": ("input", "multiplier", "shift", "input_zp", "output_zp"),
+    "CONV2D": ("input", "weight", "bias", "input_zp", "weight_zp"),
+    "CONV3D": ("input", "weight", "bias", "input_zp", "weight_zp"),
+    "DEPTHWISE_CONV2D": ("input", "weight", "bias", "input_zp", "weight_zp"),
+    "TRANSPOSE_CONV2D": ("input", "weight", "bias", "input_zp", "weight_zp"),
+    "MATMUL": ("A", "B", "A_zp", "B_zp"),
+    "AVG_POOL2D": ("input", "input_zp", "output_zp"),
+    "NEGATE": ("input1", "input1_zp", "output_zp"),
+    "MUL": ("input1", "input2", "shift"),
+    "TABLE": ("input1", "table"),
+    "PAD": ("input1", "padding", "pad_const"),
+    "RESHAPE": ("input1", "shape"),
+    "SLICE": ("input1", "start", "size"),
+    "TILE": ("input1", "multiples"),
+    "RESIZE": ("input", "scale", "offset", "border"),
+    "GATHER": ("values", "indices"),
+    "SCATTER": ("values_in", "indices", "input"),
+    "SELECT": ("input1", "input2", "input3"),
+}
+
+
+# --------------------------------------------------------------------------- report types
+
+
+@dataclass
+class TensorDiff:
+    """One output tensor of an operator: where it matched and how it compares."""
+
+    tensor: str
+    dtype: str
+    shape: tuple[int, ...]
+    other: str | None = None
+    matched_by: str = ""
+    verdict: Verdict | None = None
+    note: str = ""
+
+    @property
+    def status(self) -> str:
+        """``exact``/``within_compliance``/``mismatch`` or ``unmatched``/``missing``."""
+        if self.verdict is not None:
+            return self.verdict.status
+        return "unmatched" if self.other is None else "missing"
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready form."""
+        return {
+            "tensor": self.tensor,
+            "dtype": self.dtype,
+            "shape": list(self.shape),
+            "other": self.other,
+            "matched_by": self.matched_by,
+            "status": self.status,
+            "verdict": self.verdict.to_dict() if self.verdict else None,
+            "note": self.note,
+        }
+
+
+@dataclass
+class OpDiff:
+    """One operator of the source graph with the verdicts of its outputs."""
+
+    index: int
+    op: str
+    location: str
+    inputs: list[str]
+    outputs: list[TensorDiff]
+    attributes: dict[str, object] = field(default_factory=dict)
+    error: str = ""
+
+    @property
+    def status(self) -> str:
+        """The worst status of the outputs (``error`` when the interpreter raised here)."""
+        if self.error:
+            return "error"
+        order = ["mismatch", "missing", "within_compliance", "exact", "unmatched"]
+        statuses = [t.status for t in self.outputs] or ["unmatched"]
+        return min(statuses, key=order.index)
+
+    @property
+    def diverges(self) -> bool:
+        """True when an output mismatches or the interpreter raised at this operator."""
+        return self.status in ("mismatch", "error")
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready form."""
+        return {
+            "index": self.index,
+            "op": self.op,
+            "location": self.location,
+            "inputs": list(self.inputs),
+            "status": self.status,
+            "attributes": _jsonable(self.attributes),
+            "outputs": [t.to_dict() for t in self.outputs],
+            "error": self.error,
+        }
+
+
+@dataclass
+class DiffReport:
+    """The result of :func:`diff`; see :meth:`format_table`, :meth:`to_json`, :meth:`write_repro`."""
+
+    source: str
+    against: str
+    ops: list[OpDiff]
+    outputs: list[TensorDiff]
+    graph: Graph = field(repr=False)
+    other_graph: Graph | None = field(repr=False, default=None)
+    actual: dict[str, np.ndarray] = field(repr=False, default_factory=dict)
+    expected: dict[str, np.ndarray] = field(repr=False, default_factory=dict)
+    bounds: dict[str, np.ndarray] = field(repr=False, default_factory=dict)
+    constant_differences: dict[str, str] = field(default_factory=dict)
+    error: str = ""
+    precise: bool = False
+    engine: str = "interpreter"
+
+    @property
+    def first_divergence(self) -> OpDiff | None:
+        """The first operator (in graph order) whose output diverges, or None."""
+        return next((op for op in self.ops if op.diverges), None)
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing diverges and neither execution failed."""
+        return not self.error and self.first_divergence is None and all(t.status != MISMATCH for t in self.outputs)
+
+    # ----------------------------------------------------------------- output formats
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready dict of the whole report."""
+        first = self.first_divergence
+        return {
+            "source": self.source,
+            "against": self.against,
+            "ok": self.ok,
+            "error": self.error,
+            "precise": self.precise,
+            "first_divergence": None if first is None else {
+                **first.to_dict(),
+                "worst": _worst(first),
+            },
+            "constant_differences": dict(self.constant_differences),
+            "outputs": [t.to_dict() for t in self.outputs],
+            "ops": [op.to_dict() for op in self.ops],
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """The report as JSON text.
+
+        >>> json.loads(report.to_json())["ok"]   # doctest: +SKIP
+        True
+        """
+        return json.dumps(self.to_dict(), indent=indent, default=str)
+
+    def format_table(self, *, all_ops: bool = True) -> str:
+        """A readable terminal table: one row per operator output, then the first divergence.
+
+        >>> print(report.format_table())   # doctest: +SKIP
+        """
+        header = ("#", "op", "output", "dtype", "shape", "status", "differ", "max abs", "max LSB", "SQNR dB", "cosine")
+        rows: list[tuple[str, ...]] = []
+        first = self.first_divergence
+        for op in self.ops:
+            if not all_ops and not op.diverges and op is not first:
+                continue
+            outs = op.outputs or [TensorDiff("-", "-", ())]
+            for k, t in enumerate(outs):
+                v = t.verdict
+                status = "ERROR" if op.error and k == 0 else t.status
+                if op is first and k == 0:
+                    status = f">> {status}"
+                rows.append((
+                    str(op.index) if k == 0 else "",
+                    op.op if k == 0 else "",
+                    _clip(t.tensor, 28),
+                    t.dtype,
+                    "x".join(str(d) for d in t.shape) or "scalar",
+                    status,
+                    f"{v.mismatched}/{v.size}" if v else "-",
+                    _num(v.max_abs_error) if v else "-",
+                    _num(v.max_lsb_error) if v else "-",
+                    _num(v.sqnr_db) if v else "-",
+                    f"{v.cosine:.6f}" if v and not math.isnan(v.cosine) else "-",
+                ))
+        widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+        lines = [f"diff of {self.source} against {self.against}" + (" (precise)" if self.precise else "")]
+        fmt = "  ".join(f"{{:{'>' if i in (0, 6, 7, 8, 9, 10) else '<'}{w}}}" for i, w in enumerate(widths))
+        lines.append(fmt.format(*header))
+        lines.append("  ".join("-" * w for w in widths))
+        lines.extend(fmt.format(*r) for r in rows)
+        lines.append("")
+        if self.error:
+            lines.append(f"ERROR: {self.error}")
+        if first is None:
+            if not self.error:
+                lines.append(f"all {len(self.ops)} operators agree")
+        else:
+            lines.extend(self._describe_first(first))
+        if self.constant_differences:
+            lines.append("constants that differ between the graphs:")
+            for name, text in self.constant_differences.items():
+                lines.append(f"  {name}: {text}")
+        return "\n".join(lines)
+
+    def _describe_first(self, op: OpDiff) -> list[str]:
+        lines = [f"first divergence: operator {op.index} {op.op}" + (f" at {op.location}" if op.location else "")]
+        if op.error:
+            lines.append(f"  interpreter error: {op.error}")
+        names = OPERAND_NAMES.get(op.op, ())
+        block = self.graph.main
+        for i, name in enumerate(op.inputs):
+            decl = block.tensors.get(name) or block.shapes.get(name)
+            label = names[i] if i < len(names) else f"input{i}"
+            desc = f"{decl.dtype} {list(decl.shape)}" if decl is not None else "?"
+            const = " const" if decl is not None and decl.data is not None else ""
+            lines.append(f"  in  {label:<11} {name} : {desc}{const}")
+        for t in op.outputs:
+            lines.append(f"  out {t.tensor} : {t.dtype} {list(t.shape)} -> {t.status}")
+        for key, value in op.attributes.items():
+            lines.append(f"  {key} = {_short(value)}")
+        for t in op.outputs:
+            if t.verdict is not None and t.verdict.status == MISMATCH:
+                v = t.verdict
+                lines.append(f"  {t.tensor}: {v.summary()}")
+        return lines
+
+    # ----------------------------------------------------------------- repro
+
+    def write_repro(self, directory: str | os.PathLike, op: OpDiff | int | None = None) -> Path:
+        """Write a one-operator repro of the first divergence (or of ``op``) into ``directory``.
+
+        Files: ``repro.tosa`` (the operator; non-constant inputs become graph inputs),
+        ``against.tosa`` (the other graph's operator, when diffing two graphs), ``input-N.npy``,
+        ``expected-N.npy`` and ``actual-N.npy`` (both executors re-run on the repro),
+        ``desc.json`` (loadable by ``tosa_reference_model --test_desc``) and ``repro.json``
+        (operator, attributes, verdicts). Returns the directory.
+
+        >>> report.write_repro("repro")   # doctest: +SKIP
+        PosixPath('repro')
+        """
+        target = op if isinstance(op, OpDiff) else (
+            self.first_divergence if op is None else next(o for o in self.ops if o.index == op)
+        )
+        if target is None:
+            raise ValueError("nothing diverges: pass op= to write a repro of a given operator")
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        source_op = self.graph.main.operators[target.index]
+        # against the reference model: the op's inputs as the reference computed them;
+        # against another graph: each graph's operator gets its own graph's values
+        values = {**self.actual, **self.expected} if self.other_graph is None else dict(self.actual)
+        one = extract_operator(self.graph, target.index, values)
+        (out / "repro.tosa").write_bytes(_to_bytes(one))
+        inputs = _write_inputs(out, one.main, values, "input")
+        other_inputs: list[dict[str, object]] = []
+        other_one = None
+        if self.other_graph is not None:
+            other_index = _other_op_index(self, target)
+            if other_index is not None:
+                other_one = extract_operator(self.other_graph, other_index, self.expected)
+                (out / "against.tosa").write_bytes(_to_bytes(other_one))
+                other_inputs = _write_inputs(out, other_one.main, self.expected, "against-input")
+        block = one.main
+        manifest: dict[str, object] = {
+            "op": source_op.op,
+            "index": target.index,
+            "location": source_op.location,
+            "source": self.source,
+            "against": "reference" if self.other_graph is None else self.against,
+            "engine": self.engine,
+            "precise": self.precise,
+            "tosa_file": "repro.tosa",
+            "against_file": "against.tosa" if other_one is not None else None,
+            "inputs": inputs,
+            "against_inputs": other_inputs,
+            "outputs": [
+                {"name": n, "dtype": block.tensors[n].dtype, "shape": list(block.tensors[n].shape)}
+                for n in block.outputs
+            ],
+            "attributes": _jsonable(target.attributes),
+            "diff_verdicts": [t.to_dict() for t in target.outputs],
+        }
+        compliance = {
+            n: compliance_config(source_op, block.tensors[n].dtype, block.tensors[n].shape, block=block)
+            for n in block.outputs
+        }
+        manifest["compliance"] = compliance
+        (out / "repro.json").write_text(json.dumps(manifest, indent=2, default=str))
+        verdicts, expected, actual = _execute_repro(out, manifest)
+        for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
+            dt = block.tensors[block.outputs[i]].dtype
+            if e is not None:
+                _save(out / f"expected-{i}.npy", e, dt if e.dtype != np.float64 else "FP64")
+            if a is not None:
+                _save(out / f"actual-{i}.npy", a, dt)
+        manifest["repro_verdicts"] = [v.to_dict() if v is not None else None for v in verdicts]
+        manifest["reproduces"] = any(v is not None and v.status == MISMATCH for v in verdicts)
+        (out / "repro.json").write_text(json.dumps(manifest, indent=2, default=str))
+        desc = {
+            "tosa_file": "repro.tosa",
+            "ifm_name": [i["name"] for i in inputs],
+            "ifm_file": [i["file"] for i in inputs],
+            "ofm_name": list(block.outputs),
+            "ofm_file": [f"ref-result-{i}.npy" for i in range(len(block.outputs))],
+            "expected_failure": False,
+            "meta": {"compliance": {"version": "1.0", "tensors": compliance}},
+        }
+        (out / "desc.json").write_text(json.dumps(desc, indent=1))
+        return out
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else "…" + text[-(width - 1):]
+
+
+def _num(x: float) -> str:
+    if isinstance(x, float) and math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    if isinstance(x, float) and math.isnan(x):
+        return "-"
+    return f"{x:.4g}"
+
+
+def _short(value: object, limit: int = 16) -> str:
+    if isinstance(value, list) and len(value) > limit:
+        return "[" + ", ".join(str(v) for v in value[:limit]) + f", ... ({len(value)} values)]"
+    return str(value)
+
+
+def _jsonable(value: object) -> object:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, bytes):
+        return list(value)
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _worst(op: OpDiff) -> dict[str, object] | None:
+    for t in op.outputs:
+        v = t.verdict
+        if v is not None and v.status == MISMATCH:
+            return {
+                "tensor": t.tensor,
+                "index": list(v.worst_index) if v.worst_index is not None else None,
+                "expected": v.expected_at_worst,
+                "actual": v.actual_at_worst,
+                "abs_error": v.max_abs_error if math.isfinite(v.max_abs_error) else str(v.max_abs_error),
+                "lsb_error": v.max_lsb_error if math.isfinite(v.max_lsb_error) else str(v.max_lsb_error),
+            }
+    return None
+
+
+def _decl(block: Block, name: str) -> Tensor | None:
+    return block.tensors.get(name) or block.shapes.get(name)
+
+
+def _readable(value: np.ndarray, dtype: str, limit: int = 64) -> object:
+    arr = np.asarray(value)
+    if dtype in ("BF16", "FP8E4M3", "FP8E5M2") and arr.dtype.kind in "Vu":
+        arr = arr.view(dtype_info(dtype).working)
+    if arr.size <= limit:
+        flat = arr.reshape(-1)
+        if arr.dtype.kind == "f" or dtype in ("BF16", "FP8E4M3", "FP8E5M2", "FP16", "FP32"):
+            items: list[object] = [float(v) for v in flat.astype(np.float64)]
+        elif arr.dtype.kind == "b":
+            items = [bool(v) for v in flat]
+        else:
+            items = [int(v) for v in flat]
+        return items[0] if arr.ndim == 0 else items
+    f64 = arr.astype(np.float64)
+    return f"{dtype}{list(arr.shape)} min {f64.min():.6g} max {f64.max():.6g}"
+
+
+def describe_operator(graph: Graph, index: int, values: Mapping[str, np.ndarray] | None = None) -> dict[str, object]:
+    """The attributes of operator ``index`` of the entry block, made readable.
+
+    Plain attributes are kept (``acc_type``, ``rounding_mode``, ``per_channel``, ...), CLAMP's
+    byte-encoded bounds are decoded, and parameter operands that are constants in TOSA 1.0
+    (RESCALE multiplier/shift/zero points, CONV/MATMUL zero points, MUL shift, PAD value, ...)
+    are added by their spec names with their values (``values`` supplies non-constant ones).
+
+    >>> describe_operator(load("model.tosa"), 3)["multiplier"]   # doctest: +SKIP
+    [1518500250]
+    """
+    block = graph.main
+    op = block.operators[index]
+    out: dict[str, object] = {}
+    for key, value in op.attrs.items():
+        if key in ("min_val", "max_val") and isinstance(value, (bytes, bytearray)) and op.inputs:
+            decl = _decl(block, op.inputs[0])
+            if decl is not None:
+                try:
+                    from .dtypes import decode_constant
+
+                    value = _readable(decode_constant(bytes(value), decl.dtype, ()), decl.dtype)
+                except TosaError:
+                    value = list(value)
+        out[key] = value
+    names = OPERAND_NAMES.get(op.op, ())
+    for i, name in enumerate(op.inputs):
+        if i == 0 and op.op not in ("SELECT",):
+            continue
+        label = names[i] if i < len(names) else None
+        decl = _decl(block, name)
+        if decl is None:
+            continue
+        value = decl.data
+        if value is None and values is not None and name in values and label is not None:
+            value = values[name]
+        if label is None:
+            continue
+        if value is None:
+            out[label] = f"{decl.dtype}{list(decl.shape)} (runtime)"
+        elif label in ("weight", "B", "values", "input", "input2", "input3", "table", "indices", "values_in"):
+            out[label] = _readable(value, decl.dtype, limit=16)
+        else:
+            out[label] = _readable(value, decl.dtype)
+    return out
+
+
+def extract_operator(graph: Graph, index: int, values: Mapping[str, np.ndarray] | None = None) -> Graph:
+    """A graph holding only operator ``index`` of ``graph``'s entry block.
+
+    Constant inputs stay constants (with their CONST/CONST_SHAPE op); SHAPE inputs that are
+    computed are frozen to their value from ``values``; every other input becomes a graph input.
+    The operator's outputs are the graph's outputs. Other regions (control-flow bodies) are kept.
+
+    >>> one = extract_operator(load("model.tosa"), 5)   # doctest: +SKIP
+    """
+    block = graph.main
+    op = block.operators[index]
+    tensors: dict[str, Tensor] = {}
+    shapes: dict[str, Tensor] = {}
+    operators: list[Operator] = []
+    inputs: list[str] = []
+    for name in op.inputs:
+        if name in tensors or name in shapes:
+            continue
+        decl = _decl(block, name)
+        if decl is None:
+            raise TosaError(f"operator {index} {op.op}: input {name!r} is not declared")
+        is_shape = name in block.shapes or decl.dtype == "SHAPE"
+        data = decl.data
+        if data is None and is_shape:
+            if values is None or name not in values:
+                raise TosaError(f"operator {index} {op.op}: SHAPE input {name!r} has no known value")
+            data = np.asarray(values[name], dtype=np.int64)
+        if data is not None:
+            copy = Tensor(decl.name, decl.shape, decl.dtype, data=np.asarray(data))
+            (shapes if name in block.shapes else tensors)[name] = copy
+            operators.append(Operator("CONST_SHAPE" if is_shape else "CONST", {}, [], [name]))
+        else:
+            tensors[name] = Tensor(decl.name, decl.shape, decl.dtype)
+            inputs.append(name)
+    for name in op.outputs:
+        decl = _decl(block, name)
+        if decl is None:
+            raise TosaError(f"operator {index} {op.op}: output {name!r} is not declared")
+        tensors[name] = Tensor(decl.name, decl.shape, decl.dtype, variable=decl.variable,
+                               variable_name=decl.variable_name)
+    operators.append(Operator(op.op, dict(op.attrs), list(op.inputs), list(op.outputs), op.location))
+    new_block = Block("main", operators, tensors, inputs, list(op.outputs), shapes)
+    regions = [Region("main", [new_block, *graph.regions[0].blocks[1:]]), *graph.regions[1:]]
+    return Graph(version=graph.version, regions=regions)
+
+
+def _to_bytes(graph: Graph) -> bytes:
+    from .writer import to_flatbuffer
+
+    return to_flatbuffer(graph)
+
+
+def _save(path: Path, value: np.ndarray, dtype: str) -> None:
+    from .reference import _write_npy
+
+    if dtype == "FP64":
+        np.save(path, np.asarray(value))
+        return
+    _write_npy(path, to_reference_form(to_working(np.asarray(value), dtype, what=path.name), dtype), dtype)
+
+
+def _write_inputs(out: Path, block: Block, values: Mapping[str, np.ndarray], prefix: str) -> list[dict[str, object]]:
+    inputs: list[dict[str, object]] = []
+    for i, name in enumerate(block.inputs):
+        decl = block.tensors[name]
+        fname = f"{prefix}-{i}.npy"
+        _save(out / fname, _input_value(values, name, decl), decl.dtype)
+        inputs.append({"name": name, "file": fname, "dtype": decl.dtype, "shape": list(decl.shape)})
+    return inputs
+
+
+def _input_value(values: Mapping[str, np.ndarray], name: str, decl: Tensor) -> np.ndarray:
+    if name not in values:
+        raise TosaError(f"no captured value for input {name!r} of the repro")
+    value = np.asarray(values[name])
+    info = dtype_info(decl.dtype)
+    if value.dtype == np.float64 and info.is_float:  # precise reference values: round to the format
+        value = to_reference_form(value.astype(info.working), decl.dtype)
+    return value
+
+
+def _other_op_index(report: DiffReport, target: OpDiff) -> int | None:
+    other = report.other_graph
+    if other is None:
+        return None
+    wanted = {t.other for t in target.outputs if t.other}
+    for i, op in enumerate(other.main.operators):
+        if wanted & set(op.outputs):
+            return i
+    return None
+
+
+def _load_npy(path: Path) -> np.ndarray:
+    return np.load(path, allow_pickle=False)
+
+
+def _execute_repro(directory: Path, manifest: Mapping[str, object]) -> tuple[list[Verdict | None], list, list]:
+    from . import reference
+    from .interpreter import run as interp_run
+
+    inputs = [_load_npy(directory / i["file"]) for i in manifest["inputs"]]  # type: ignore[index]
+    other_inputs = [_load_npy(directory / i["file"]) for i in manifest.get("against_inputs") or []]  # type: ignore[index]
+    graph = load(directory / str(manifest["tosa_file"]))
+    engine = str(manifest.get("engine", "interpreter"))
+    precise = bool(manifest.get("precise", False))
+
+    bounds: dict[str, np.ndarray] = {}
+
+    def execute(path: Path, how: str, values: list[np.ndarray]) -> list[np.ndarray | None]:
+        try:
+            if how == "reference":
+                res = reference.run(path, values, bounds=precise)
+                if isinstance(res, reference.ReferenceResult):
+                    bounds.update(res.bounds)
+                    return list(res.outputs)
+                return list(res)
+            return list(interp_run(path, values))
+        except TosaError:
+            return [None] * len(graph.main.outputs)
+
+    actual = execute(directory / str(manifest["tosa_file"]), engine, inputs)
+    against_file = manifest.get("against_file")
+    if against_file:
+        expected = execute(directory / str(against_file), engine, other_inputs)
+    else:
+        expected = execute(directory / str(manifest["tosa_file"]), "reference", inputs)
+    verdicts: list[Verdict | None] = []
+    op = graph.main.operators[-1]
+    for name, e, a in zip(graph.main.outputs, expected, actual, strict=True):
+        if e is None or a is None:
+            verdicts.append(None)
+            continue
+        decl = graph.main.tensors[name]
+        verdicts.append(compare(e, a, op=op, block=graph.main, dtype=decl.dtype, bounds=bounds.get(name)))
+    return verdicts, expected, actual
+
+
+def run_repro(directory: str | os.PathLike) -> list[Verdict | None]:
+    """Re-run a repro written by :meth:`DiffReport.write_repro` with both executors and compare.
+
+    Returns one verdict per output (``None`` when an executor failed).
+
+    >>> [v.status for v in run_repro("repro")]   # doctest: +SKIP
+    ['mismatch']
+    """
+    directory = Path(directory)
+    manifest = json.loads((directory / "repro.json").read_text())
+    verdicts, _, _ = _execute_repro(directory, manifest)
+    return verdicts
+
+
+# --------------------------------------------------------------------------- executions
+
+
+def _capture_interpreter(graph: Graph, inputs: Inputs) -> tuple[dict[str, np.ndarray], int | None, str]:
+    """Run with the interpreter, recording every tensor; stop at the first failing operator."""
+    block = graph.main
+    values = bind_inputs(block, inputs)
+    record: dict[str, np.ndarray] = {}
+    for name, value in zip(block.inputs, values, strict=True):
+        record[name] = value
+    for name, decl in {**block.shapes, **block.tensors}.items():
+        if decl.data is not None:
+            record[name] = decl.data
+    done: list[int] = []
+
+    def hook(index: int, operator: Operator, _ins, outs) -> None:
+        done.append(index)
+        for name, value in zip(operator.outputs, outs, strict=False):
+            record[name] = value
+
+    error_index: int | None = None
+    error = ""
+    try:
+        Interpreter(graph, hook).run_block(block, values, record=record)
+    except TosaError as exc:
+        error_index = (done[-1] + 1) if done else 0
+        op_index = getattr(exc, "op_index", None)
+        if isinstance(op_index, int):
+            error_index = op_index
+        error = f"{type(exc).__name__}: {exc}"
+    out = {}
+    for name, value in record.items():
+        decl = _decl(block, name)
+        out[name] = to_reference_form(value, decl.dtype) if decl is not None else value
+    return out, error_index, error
+
+
+def _execute(graph: Graph, inputs: Inputs, engine: str, *, precise: bool) -> tuple[dict, dict, int | None, str]:
+    """Capture all tensors with ``engine``: (values, bounds, failing op index, error text)."""
+    if engine == "interpreter":
+        values, idx, err = _capture_interpreter(graph, inputs)
+        return values, {}, idx, err
+    from . import reference
+
+    try:
+        res = reference.run(graph, inputs, capture=True, bounds=precise)
+    except TosaError as exc:
+        return {}, {}, None, f"{type(exc).__name__}: {exc}"
+    return res.tensors, getattr(res, "bounds", {}), None, ""
+
+
+def _match_inputs(source: Block, other: Block, inputs: Inputs, provenance: Mapping[str, str]) -> Inputs:
+    if not isinstance(inputs, Mapping):
+        return inputs
+    mapped: dict[str, np.ndarray] = {}
+    for name in other.inputs:
+        if name in inputs:
+            mapped[name] = inputs[name]
+            continue
+        src = next((s for s, o in provenance.items() if o == name and s in inputs), None)
+        if src is None:
+            raise TosaInputError(f"no input value for {name!r} of the other graph (match by name or provenance)")
+        mapped[name] = inputs[src]
+    return mapped
+
+
+def _match_tensor(name: str, op: Operator, other: Graph | None, provenance: Mapping[str, str],
+                  other_values: Mapping[str, np.ndarray], location_map: Mapping[str, list[Operator]]) -> tuple[str | None, str]:
+    if other is None:
+        return (name, "name") if name in other_values else (None, "")
+    if name in provenance:
+        return provenance[name], "provenance"
+    if _decl(other.main, name) is not None:
+        return name, "name"
+    if op.location and op.location in location_map:
+        candidates = location_map[op.location]
+        k = op.outputs.index(name)
+        for cand in candidates:
+            if cand.op == op.op and k < len(cand.outputs):
+                return cand.outputs[k], "location"
+        cand = candidates[-1]
+        if k < len(cand.outputs):
+            return cand.outputs[k], "location"
+    return None, ""
+
+
+def diff(
+    source: Source,
+    inputs: Inputs,
+    *,
+    against: str | Source = "reference",
+    provenance: Mapping[str, str] | None = None,
+    precise: bool = False,
+    engine: str = "interpreter",
+) -> DiffReport:
+    """Run ``source`` and ``against`` with every tensor captured and compare operator by operator.
+
+    ``against="reference"`` runs the reference model on the same graph; any other value is a
+    second graph (path, bytes or :class:`~tosa_verify.Graph`) run with ``engine``.
+    ``provenance`` maps source tensor names to other-graph tensor names (after that, tensors
+    match by name, then by operator ``location``). ``precise=True`` runs the reference model in
+    FP64 with bounds so float tensors are judged by the tosa-tools verifier (compliance modes);
+    by default float tensors use the ULP fallback of :func:`~tosa_verify.compare.compare`.
+
+    >>> report = diff("model.tosa", [x])          # doctest: +SKIP
+    >>> report.first_divergence.op                # doctest: +SKIP
+    'RESCALE'
+    """
+    if engine not in ("interpreter", "reference"):
+        raise ValueError(f"engine must be 'interpreter' or 'reference', not {engine!r}")
+    graph = load(source)
+    provenance = dict(provenance or {})
+    against_ref = isinstance(against, str) and against == "reference"
+    other = None if against_ref else load(against)  # type: ignore[arg-type]
+    source_name = _name_of(source)
+    against_name = "reference model" if against_ref else _name_of(against)
+
+    actual, _, err_index, err_text = _execute(graph, inputs, engine, precise=False)
+    if against_ref:
+        expected, bounds, _, ref_err = _execute(graph, inputs, "reference", precise=precise)
+    else:
+        other_inputs = _match_inputs(graph.main, other.main, inputs, provenance)
+        expected, bounds, other_idx, ref_err = _execute(other, other_inputs, engine, precise=False)
+        if ref_err and other_idx is not None:
+            ref_err = f"other graph, operator {other_idx}: {ref_err}"
+    block = graph.main
+    location_map: dict[str, list[Operator]] = {}
+    if other is not None:
+        for op in other.main.operators:
+            if op.location:
+                location_map.setdefault(op.location, []).append(op)
+
+    ops: list[OpDiff] = []
+    verdict_of: dict[str, TensorDiff] = {}
+    for index, op in enumerate(block.operators):
+        if op.op in _CONST_OPS:
+            continue
+        if err_index is not None and index > err_index:
+            break
+        outs: list[TensorDiff] = []
+        for name in op.outputs:
+            decl = _decl(block, name)
+            td = TensorDiff(name, decl.dtype if decl else "?", tuple(decl.shape) if decl else ())
+            other_name, how = _match_tensor(name, op, other, provenance, expected, location_map)
+            td.other, td.matched_by = other_name, how
+            if other_name is not None and name in actual and other_name in expected:
+                td.verdict = compare(
+                    expected[other_name], actual[name], op=op, block=block,
+                    dtype=td.dtype if td.dtype != "?" else None, bounds=bounds.get(other_name),
+                )
+            elif other_name is not None:
+                td.note = "value not captured on " + ("both sides" if name not in actual else "the other side")
+            outs.append(td)
+            verdict_of[name] = td
+        entry = OpDiff(index, op.op, op.location, list(op.inputs), outs)
+        if err_index == index:
+            entry.error = err_text
+        ops.append(entry)
+
+    report = DiffReport(
+        source=source_name, against=against_name, ops=ops, outputs=[], graph=graph, other_graph=other,
+        actual=actual, expected=expected, bounds=bounds, precise=precise, engine=engine,
+    )
+    if ref_err:
+        report.error = f"{against_name}: {ref_err}"
+    elif err_text and err_index is None:
+        report.error = f"interpreter: {err_text}"
+    for name in block.outputs:
+        if name in verdict_of:
+            report.outputs.append(verdict_of[name])
+        else:
+            decl = _decl(block, name)
+            td = TensorDiff(name, decl.dtype if decl else "?", tuple(decl.shape) if decl else ())
+            other_name, how = _match_tensor(name, Operator("", {}, [], [name]), other, provenance, expected, {})
+            td.other, td.matched_by = other_name, how
+            if other_name is not None and name in actual and other_name in expected:
+                td.verdict = compare(expected[other_name], actual[name], dtype=td.dtype)
+            report.outputs.append(td)
+    if other is not None:
+        report.constant_differences = _constant_differences(graph, other, provenance)
+    first = report.first_divergence
+    if first is not None:
+        first.attributes = describe_operator(graph, first.index, actual)
+        if other is not None:
+            other_index = _other_op_index(report, first)
+            if other_index is not None:
+                theirs = describe_operator(other, other_index, expected)
+                changed = {k: v for k, v in theirs.items() if first.attributes.get(k) != v}
+                if changed:
+                    first.attributes["against"] = changed
+    return report
+
+
+def _constant_differences(graph: Graph, other: Graph, provenance: Mapping[str, str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    mine, theirs = graph.main, other.main
+    for name, decl in {**mine.tensors, **mine.shapes}.items():
+        if decl.data is None:
+            continue
+        other_decl = _decl(theirs, provenance.get(name, name))
+        if other_decl is None or other_decl.data is None:
+            continue
+        a, b = np.asarray(decl.data), np.asarray(other_decl.data)
+        if a.shape != b.shape or a.dtype != b.dtype or not np.array_equal(a, b, equal_nan=a.dtype.kind == "f"):
+            out[name] = f"{_short(_readable(a, decl.dtype, 16))} vs {_short(_readable(b, other_decl.dtype, 16))}"
+    return out
+
+
+def _name_of(source: object) -> str:
+    if isinstance(source, (str, os.PathLike)):
+        return str(source)
+    if isinstance(source, Graph):
+        return "<graph>"
+    return "<bytes>"
+
+
+# --------------------------------------------------------------------------- random inputs
+
+
+#: Ranges of :func:`random_inputs` for integer dtypes (inclusive).
+INT_RANGES = {
+    "BOOL": (0, 1),
+    "INT4": (-7, 7),  # the spec's int4_t range (-8 excluded)
+    "INT8": (-128, 127),
+    "INT16": (-32768, 32767),
+    "INT32": (-(1 << 16), 1 << 16),
+    "INT48": (-(1 << 24), 1 << 24),
+    "INT64": (-(1 << 24), 1 << 24),
+    "SHAPE": (1, 4),
+}
+
+
+def random_inputs(graph: Source, seed: int = 0) -> dict[str, np.ndarray]:
+    """Random values for every input of ``graph``'s entry block, by name, in the reference form.
+
+    Integers are uniform over the dtype's range (INT8/INT16 full range, INT4 [-7, 7]; INT32 and wider
+    within +-2**16 / +-2**24 so sums and products stay representable); floats are standard
+    normal, rounded to the input format.
+
+    >>> from tosa_verify.graph import Region
+    >>> g = Graph((1, 0, 0, False), [Region("main", [Block("main", [], {"x": Tensor("x", (2,), "INT8")}, ["x"], ["x"])])])
+    >>> random_inputs(g, seed=1)["x"].dtype
+    dtype('int8')
+    """
+    graph = load(graph)
+    rng = np.random.default_rng(seed)
+    out: dict[str, np.ndarray] = {}
+    for name in graph.main.inputs:
+        decl = _decl(graph.main, name)
+        if decl is None:
+            raise TosaInputError(f"graph input {name!r} is not declared")
+        info = dtype_info(decl.dtype)
+        if info.is_float:
+            value = rng.standard_normal(decl.shape).astype(info.working)
+        elif info.name == "BOOL":
+            value = rng.integers(0, 2, decl.shape).astype(bool)
+        else:
+            lo, hi = INT_RANGES.get(info.name, (info.min, info.max))
+            value = rng.integers(lo, hi, decl.shape, endpoint=True).astype(info.working)
+        out[name] = to_reference_form(np.asarray(value), decl.dtype)
+    return out
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def build_diff_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    """Add the ``diff`` options to ``parser`` (or a new parser) and return it.
+
+    >>> build_diff_parser().parse_args(["g.tosa", "--seed", "3"]).seed
+    3
+    """
+    if parser is None:
+        parser = argparse.ArgumentParser(
+            prog="tosa-verify diff",
+            description="Compare a TOSA graph op by op against the reference model or another graph.",
+        )
+    parser.add_argument("graph", help="the TOSA graph (.tosa)")
+    parser.add_argument("--input", action="append", default=[], metavar="[NAME=]FILE.npy",
+                        help="an input value; repeat in graph input order or give NAME=FILE")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs used when no --input is given")
+    parser.add_argument("--against", default="reference", metavar="reference|OTHER.tosa",
+                        help="the reference model (default) or another TOSA graph")
+    parser.add_argument("--precise", action="store_true",
+                        help="run the reference model in FP64 and judge floats with the compliance verifier")
+    parser.add_argument("--repro-dir", metavar="DIR", help="write a one-operator repro of the first divergence here")
+    parser.add_argument("--json", metavar="FILE", help="write the report as JSON ('-' for stdout)")
+    parser.add_argument("--only-diverging", action="store_true", help="print only diverging operators in the table")
+    return parser
+
+
+def _read_inputs(specs: Sequence[str], graph: Graph) -> Inputs:
+    named: dict[str, np.ndarray] = {}
+    ordered: list[np.ndarray] = []
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or spec.endswith(".npy") and Path(spec).exists():
+            name, path = "", spec
+        try:
+            value = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise TosaInputError(f"cannot read input {path!r}: {exc}") from None
+        if name:
+            named[name] = value
+        else:
+            ordered.append(value)
+    if named and ordered:
+        raise TosaInputError("give inputs either all by NAME=FILE or all in order, not mixed")
+    return named if named else ordered
+
+
+def diff_command(args: argparse.Namespace) -> int:
+    """Run ``tosa-verify diff`` from parsed arguments; returns the exit code (0/1/2).
+
+    >>> diff_command(build_diff_parser().parse_args(["model.tosa"]))   # doctest: +SKIP
+    0
+    """
+    import sys
+
+    try:
+        graph = load(args.graph)
+        inputs = _read_inputs(args.input, graph) if args.input else random_inputs(graph, args.seed)
+        report = diff(graph, inputs, against=args.against, precise=args.precise)
+        report.source = args.graph
+    except TosaError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(report.format_table(all_ops=not args.only_diverging))
+    if args.json:
+        text = report.to_json()
+        if args.json == "-":
+            print(text)
+        else:
+            Path(args.json).write_text(text)
+    if args.repro_dir and report.first_divergence is not None:
+        try:
+            path = report.write_repro(args.repro_dir)
+            print(f"repro written to {path}")
+        except TosaError as exc:
+            print(f"error: cannot write the repro: {exc}", file=sys.stderr)
+            return 2
+    if report.error:
+        return 2
+    return 0 if report.ok else 1
+
+
+def diff_main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``tosa-verify diff ...``: parse ``argv`` (without the verb) and run.
+
+    Exit codes: 0 every operator agrees, 1 a divergence, 2 an error.
+
+    >>> diff_main(["model.tosa", "--seed", "1", "--repro-dir", "repro"])   # doctest: +SKIP
+    1
+    """
+    parser = build_diff_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on bad usage, 0 on --help
+        return int(exc.code or 0)
+    return diff_command(args)
