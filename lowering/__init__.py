@@ -1,0 +1,33 @@
+"""PyTorch nn.Module -> torch.export -> TOSA 1.0.0 (INT and FP profiles).
+
+Example:
+    >>> import torch, lowering
+    >>> m = torch.nn.Sequential(torch.nn.Linear(4, 2), torch.nn.Sigmoid()).eval()
+    >>> lm = lowering.lower(m, (torch.randn(1, 4),), profile="INT")
+    >>> lm.op_counts["TABLE"]
+    1
+"""
+
+from .api import export_module, lower
+from .errors import LoweringError
+from .lowered import CpuNode, LoweredModel, Partition
+from .ops import REGISTRY
+from .qparams import QParams
+from .quantizer import QuantConfig, TosaQuantizer
+
+SUPPORTED_OPS: frozenset[str] = frozenset(
+    f"aten.{t._schema.name.split('::')[-1]}.{t._overloadname}" for t in REGISTRY
+)
+
+__all__ = [
+    "lower",
+    "export_module",
+    "LoweredModel",
+    "Partition",
+    "CpuNode",
+    "LoweringError",
+    "QuantConfig",
+    "TosaQuantizer",
+    "QParams",
+    "SUPPORTED_OPS",
+]

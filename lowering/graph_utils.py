@@ -1,0 +1,188 @@
+"""Small FX helpers shared by the quantizer, the passes and the emitter."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+
+import torch
+import torch.fx as fx
+
+aten = torch.ops.aten
+
+Q_OPS = set()
+DQ_OPS = set()
+try:  # quantized_decomposed ops are registered by torchao / torch.ao
+    import torchao.quantization.pt2e  # noqa: F401
+
+    _qd = torch.ops.quantized_decomposed
+    Q_OPS = {_qd.quantize_per_tensor.default, _qd.quantize_per_channel.default,
+             _qd.quantize_per_tensor.tensor}
+    DQ_OPS = {_qd.dequantize_per_tensor.default, _qd.dequantize_per_channel.default,
+              _qd.dequantize_per_tensor.tensor}
+except Exception:  # pragma: no cover
+    pass
+
+COPY_META_KEYS = ("nn_module_stack", "stack_trace", "source_fn_stack", "from_node", "torch_fn")
+
+
+def target_name(node: fx.Node) -> str:
+    """Readable name of a node's target, e.g. ``aten.conv2d.default``.
+
+    Example:
+        >>> g = fx.Graph(); x = g.placeholder("x")
+        >>> target_name(g.call_function(torch.ops.aten.relu.default, (x,)))
+        'aten.relu.default'
+    """
+    t = node.target
+    if isinstance(t, torch._ops.OpOverload):
+        return f"aten.{t._schema.name.split('::')[-1]}.{t._overloadname}" if t.namespace == "aten" \
+            else str(t)
+    if t is operator.getitem:
+        return "getitem"
+    return getattr(t, "__name__", str(t))
+
+
+def copy_meta(dst: fx.Node, src: fx.Node) -> None:
+    """Copy provenance metadata (module stack, source line) from ``src`` to ``dst``."""
+    for k in COPY_META_KEYS:
+        if k in src.meta and k not in dst.meta:
+            dst.meta[k] = src.meta[k]
+    dst.meta.setdefault("orig_node", src.meta.get("orig_node", src.name))
+
+
+class Builder:
+    """Insert new call_function nodes before an anchor node, copying its provenance.
+
+    Example:
+        >>> g = fx.Graph(); x = g.placeholder("x"); r = g.call_function(aten.relu.default, (x,))
+        >>> b = Builder(g, r); n = b(aten.neg.default, x); n.meta["orig_node"]
+        'relu_default'
+    """
+
+    def __init__(self, graph: fx.Graph, anchor: fx.Node):
+        self.graph = graph
+        self.anchor = anchor
+
+    def __call__(self, target, *args, **kwargs) -> fx.Node:
+        with self.graph.inserting_before(self.anchor):
+            n = self.graph.call_function(target, tuple(args), kwargs)
+        copy_meta(n, self.anchor)
+        return n
+
+    def const(self, gm: fx.GraphModule, value: torch.Tensor, hint: str = "const") -> fx.Node:
+        return add_constant(gm, value, hint, before=self.anchor)
+
+
+def add_constant(gm: fx.GraphModule, value: torch.Tensor, hint: str = "const",
+                 before: fx.Node | None = None) -> fx.Node:
+    """Register ``value`` as a buffer of ``gm`` and return a get_attr node for it."""
+    i = 0
+    base = f"_tv_{hint}".replace(".", "_")
+    while hasattr(gm, f"{base}_{i}"):
+        i += 1
+    name = f"{base}_{i}"
+    gm.register_buffer(name, value.detach().clone(), persistent=False)
+    first = before
+    if first is None:
+        first = next(iter(gm.graph.nodes))
+    # get_attr nodes go right before the first user to keep topological order
+    with gm.graph.inserting_before(first):
+        n = gm.graph.get_attr(name)
+    n.meta["tv_val"] = getattr(gm, name)
+    if before is not None:
+        copy_meta(n, before)
+    return n
+
+
+def get_constant(gm: fx.GraphModule, node) -> torch.Tensor | None:
+    """Tensor value of a get_attr node (None for anything else)."""
+    if isinstance(node, fx.Node) and node.op == "get_attr":
+        obj = gm
+        for part in str(node.target).split("."):
+            obj = getattr(obj, part)
+        return obj if isinstance(obj, torch.Tensor) else None
+    return None
+
+
+class _ValueProp(fx.Interpreter):
+    """Stores real values in ``meta['tv_val']`` and makes sure ``meta['val']`` is a
+    FakeTensor (PT2E's prepare only observes nodes whose ``val`` is fake)."""
+
+    def __init__(self, gm):
+        super().__init__(gm)
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+
+    def _fake(self, t):
+        from torch._subclasses.fake_tensor import FakeTensor
+
+        if isinstance(t, FakeTensor):
+            return t
+        try:
+            return self.fake_mode.from_tensor(t)
+        except Exception:  # noqa: BLE001
+            return t
+
+    def run_node(self, n):
+        result = super().run_node(n)
+        from torch._subclasses.fake_tensor import FakeTensor
+
+        if isinstance(result, torch.Tensor):
+            n.meta["tv_val"] = result.detach()
+            if not isinstance(n.meta.get("val"), FakeTensor) or \
+                    tuple(n.meta["val"].shape) != tuple(result.shape) or \
+                    n.meta["val"].dtype != result.dtype:
+                n.meta["val"] = self._fake(result.detach())
+        elif isinstance(result, (list, tuple)) and all(isinstance(r, torch.Tensor) for r in result):
+            n.meta["tv_val"] = type(result)(r.detach() for r in result)
+            if "val" not in n.meta:
+                n.meta["val"] = type(result)(self._fake(r.detach()) for r in result)
+        else:
+            n.meta["tv_val"] = result
+        return result
+
+
+def propagate_values(gm: fx.GraphModule, example_inputs: Sequence) -> None:
+    """Run ``gm`` on real example inputs and store each node's value in ``meta['val']``.
+
+    Example:
+        >>> gm = fx.symbolic_trace(torch.nn.ReLU())
+        >>> propagate_values(gm, (torch.ones(2),))
+        >>> [tuple(n.meta["tv_val"].shape) for n in gm.graph.nodes if n.op != "output"]
+        [(2,), (2,)]
+    """
+    with torch.no_grad():
+        _ValueProp(gm).run(*example_inputs)
+
+
+def tensor_args(node: fx.Node) -> list[fx.Node]:
+    """FX nodes among a node's positional args (flattening lists)."""
+    out: list[fx.Node] = []
+    for a in node.args:
+        if isinstance(a, fx.Node):
+            out.append(a)
+        elif isinstance(a, (list, tuple)):
+            out.extend(x for x in a if isinstance(x, fx.Node))
+    return out
+
+
+def val(node) -> torch.Tensor | None:
+    """``meta['val']`` of a node if it is a tensor."""
+    if isinstance(node, fx.Node):
+        v = node.meta.get("tv_val", node.meta.get("val"))
+        return v if isinstance(v, torch.Tensor) else None
+    return None
+
+
+def user_inputs(gm: fx.GraphModule) -> list[fx.Node]:
+    return [n for n in gm.graph.nodes if n.op == "placeholder"]
+
+
+def output_nodes(gm: fx.GraphModule) -> list:
+    out = gm.graph.output_node()
+    args = out.args[0]
+    if isinstance(args, (list, tuple)):
+        return list(args)
+    return [args]

@@ -1,0 +1,150 @@
+"""The result of :func:`lowering.lower`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.fx as fx
+
+from .qparams import QParams
+
+
+@dataclass
+class Partition:
+    """One TOSA graph and the FX nodes it covers."""
+
+    name: str
+    tosa: bytes | None
+    nodes: list[str]
+    inputs: list[str] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CpuNode:
+    """A node left on the CPU and why."""
+
+    node: str
+    target: str
+    reason: str
+
+
+@dataclass
+class LoweredModel:
+    """A model lowered to TOSA.
+
+    Example:
+        >>> import lowering
+        >>> m = torch.nn.Sequential(torch.nn.Linear(4, 2), torch.nn.ReLU()).eval()
+        >>> lm = lowering.lower(m, (torch.randn(1, 4),), profile="FP")
+        >>> lm.tosa is not None and lm.cpu_nodes == []
+        True
+        >>> bool(torch.allclose(lm.run(torch.ones(1, 4))[0], m(torch.ones(1, 4)), atol=1e-5))
+        True
+    """
+
+    profile: str
+    tosa: bytes | None
+    partitions: list[Partition]
+    cpu_nodes: list[CpuNode]
+    provenance: dict[str, dict]
+    quant_params: dict[str, dict]
+    float_model: fx.GraphModule | None
+    quantized_model: fx.GraphModule | None
+    input_names: list[str] = field(default_factory=list)
+    output_names: list[str] = field(default_factory=list)
+    input_qparams: list[QParams | None] = field(default_factory=list)
+    output_qparams: list[QParams | None] = field(default_factory=list)
+    input_dtypes: list[str] = field(default_factory=list)
+    output_torch_dtypes: list = field(default_factory=list)
+    op_counts: dict[str, int] = field(default_factory=dict)
+    pass_log: list[str] = field(default_factory=list)
+    graph_module: fx.GraphModule | None = None
+
+    # ------------------------------------------------------------------ run
+    def quantize_inputs(self, *inputs) -> list[np.ndarray]:
+        """Torch inputs -> numpy arrays as the TOSA graph expects (quantized in INT)."""
+        arrs = []
+        for i, x in enumerate(inputs):
+            x = x.detach().cpu() if isinstance(x, torch.Tensor) else torch.as_tensor(x)
+            qp = self.input_qparams[i] if i < len(self.input_qparams) else None
+            dt = self.input_dtypes[i] if i < len(self.input_dtypes) else "FP32"
+            if qp is not None:
+                q = torch.ops.quantized_decomposed.quantize_per_tensor(
+                    x.float(), qp.s, qp.zp, qp.qmin, qp.qmax, qp.dtype)
+                arrs.append(q.numpy())
+            elif dt == "INT32":
+                arrs.append(x.numpy().astype(np.int32))
+            elif dt == "BOOL":
+                arrs.append(x.numpy().astype(np.bool_))
+            else:
+                arrs.append(x.numpy().astype(np.float32))
+        return arrs
+
+    def run_raw(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        """Run the single TOSA graph on raw numpy arrays with ``tosa_reference_model``."""
+        import tosa_reference_model as trm
+
+        if self.tosa is None:
+            raise RuntimeError("model is split into several partitions; run them one by one")
+        outs, status = trm.run(self.tosa, [np.ascontiguousarray(a) for a in arrays])
+        if "VALID" not in str(status):
+            raise RuntimeError(f"tosa_reference_model status {status}")
+        return list(outs)
+
+    def run(self, *inputs) -> list[torch.Tensor]:
+        """Run on torch inputs; INT outputs are dequantized to float.
+
+        Returns a list with one tensor per model output.
+        """
+        raw = self.run_raw(self.quantize_inputs(*inputs))
+        res = []
+        for i, r in enumerate(raw):
+            qp = self.output_qparams[i] if i < len(self.output_qparams) else None
+            if qp is not None:
+                res.append(torch.from_numpy(qp.dequantize(np.asarray(r)).astype(np.float32)))
+            else:
+                t = torch.from_numpy(np.array(r))
+                tdt = self.output_torch_dtypes[i] if i < len(self.output_torch_dtypes) else None
+                if tdt is not None and tdt != t.dtype:
+                    t = t.to(tdt)
+                res.append(t)
+        return res
+
+    # ------------------------------------------------------------------ save
+    def save(self, directory) -> Path:
+        """Write ``model.tosa`` (or one file per partition), ``provenance.json``,
+        ``quant_params.json`` and ``manifest.json`` into ``directory``."""
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        files = []
+        if self.tosa is not None:
+            (d / "model.tosa").write_bytes(self.tosa)
+            files.append("model.tosa")
+        else:
+            for p in self.partitions:
+                if p.tosa is not None:
+                    (d / f"{p.name}.tosa").write_bytes(p.tosa)
+                    files.append(f"{p.name}.tosa")
+        (d / "provenance.json").write_text(json.dumps(self.provenance, indent=1))
+        (d / "quant_params.json").write_text(json.dumps(self.quant_params, indent=1))
+        manifest = {
+            "profile": self.profile,
+            "tosa_version": "1.0.0",
+            "graphs": files,
+            "inputs": self.input_names,
+            "outputs": self.output_names,
+            "input_qparams": [q.to_json() if q else None for q in self.input_qparams],
+            "output_qparams": [q.to_json() if q else None for q in self.output_qparams],
+            "partitions": [{"name": p.name, "nodes": p.nodes, "inputs": p.inputs,
+                            "outputs": p.outputs} for p in self.partitions],
+            "cpu_nodes": [vars(c) for c in self.cpu_nodes],
+            "op_counts": self.op_counts,
+            "passes": self.pass_log,
+        }
+        (d / "manifest.json").write_text(json.dumps(manifest, indent=1))
+        return d

@@ -1,0 +1,116 @@
+"""Helpers shared by the visitors: RESCALE, zero points, scalar constants, CLAMP."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..qparams import QParams, quantize_scales
+from ..serialize import clamp_bytes
+
+FP_MAX = float(np.finfo(np.float32).max)
+
+
+def rescale(em, src: str, out_dtype: str, scales, in_zp: int, out_zp: int, suffix: str,
+            out_name: str | None = None, per_channel: bool = False) -> str:
+    """Emit RESCALE ``src`` -> new tensor of ``out_dtype``; ``scales`` real multiplier(s)."""
+    in_dtype = em.writer.dtypes[src]
+    shape = em.writer.shapes[src]
+    if in_dtype == "INT48":
+        # INT48 only takes 16-bit multipliers: first an exact power-of-two RESCALE to
+        # INT32 (keeping >= 8 fractional bits of an output step), then a 32-bit one.
+        sc = np.atleast_1d(np.asarray(scales, dtype=np.float64))
+        k = int(max(0, np.floor(np.log2(1.0 / (float(sc.max()) * 256.0)))))
+        k = min(k, 40)
+        m16 = em.const(f"{suffix}_pre_mult", [1 << 14], "INT16", [1])
+        s16 = em.const(f"{suffix}_pre_shift", [14 + k], "INT8", [1])
+        z48 = em.const(f"{suffix}_pre_izp", [0], "INT48", [1])
+        z32 = em.const(f"{suffix}_pre_ozp", [0], "INT32", [1])
+        mid = em.new(f"{suffix}_pre", shape, "INT32")
+        em.writer.op("RESCALE", [src, m16, s16, z48, z32], mid, scale32=False,
+                     rounding_mode="SINGLE_ROUND", per_channel=False, input_unsigned=False,
+                     output_unsigned=False)
+        return rescale(em, mid, out_dtype, sc * (1 << k), 0, out_zp, suffix, out_name, per_channel)
+    scale32 = True
+    mults, shifts = quantize_scales(np.atleast_1d(np.asarray(scales, dtype=np.float64)), scale32)
+    n = len(mults)
+    m = em.const(f"{suffix}_mult", np.array(mults), "INT32" if scale32 else "INT16", [n])
+    s = em.const(f"{suffix}_shift", np.array(shifts), "INT8", [n])
+    izp_dtype = in_dtype if in_dtype in ("INT8", "INT16") else ("INT32" if in_dtype != "INT48" else "INT48")
+    izp = em.const(f"{suffix}_izp", [in_zp], izp_dtype, [1])
+    ozp = em.const(f"{suffix}_ozp", [out_zp], out_dtype, [1])
+    out = out_name or em.new(suffix, shape, out_dtype)
+    em.writer.op("RESCALE", [src, m, s, izp, ozp], out, scale32=scale32,
+                 rounding_mode="SINGLE_ROUND", per_channel=per_channel or n > 1,
+                 input_unsigned=False, output_unsigned=False)
+    return out
+
+
+def to_int32(em, src: str, qp: QParams, suffix: str, scale: float = 1.0) -> str:
+    """int8/int16 -> int32 with the zero point removed (optionally scaled)."""
+    return rescale(em, src, "INT32", scale, qp.zp, 0, suffix)
+
+
+def requantize(em, src: str, q_from: QParams, q_to: QParams, suffix: str,
+               out_name: str | None = None) -> str:
+    """Rescale between two per-tensor quantizations (no-op when equal)."""
+    if q_from.s == q_to.s and q_from.zp == q_to.zp and q_from.dtype == q_to.dtype and out_name is None:
+        return src
+    from ..emitter import INT_OF
+
+    return rescale(em, src, INT_OF[q_to.dtype], q_from.s / q_to.s, q_from.zp, q_to.zp, suffix,
+                   out_name=out_name)
+
+
+def zp_const(em, dtype: str, value, suffix: str) -> str:
+    return em.const(suffix, [value], dtype, [1])
+
+
+def fp_scalar(em, value: float, rank: int, suffix: str, dtype: str = "FP32") -> str:
+    return em.const(suffix, np.array([value]), dtype, [1] * max(rank, 1))
+
+
+def clamp(em, src: str, lo, hi, out: str) -> None:
+    dtype = em.writer.dtypes[src]
+    if dtype == "FP32":
+        lo = -FP_MAX if lo is None else float(lo)
+        hi = FP_MAX if hi is None else float(hi)
+    em.writer.op("CLAMP", [src], out, min_val=clamp_bytes(lo, dtype),
+                 max_val=clamp_bytes(hi, dtype), nan_mode="PROPAGATE")
+
+
+def quantize_value(qp: QParams, v: float) -> int:
+    q = np.round(np.float32(v) * np.float32(1.0 / qp.s)) + qp.zp
+    return int(np.clip(q, qp.qmin, qp.qmax))
+
+
+def fp_binary(em, op: str, a: str, b: str, suffix: str, out: str | None = None) -> str:
+    """Element-wise FP op with rank-equalised broadcasting."""
+    ra, rb = len(em.writer.shapes[a]), len(em.writer.shapes[b])
+    r = max(ra, rb)
+    a = em.broadcast_to_rank(a, r, suffix + "_ra")
+    b = em.broadcast_to_rank(b, r, suffix + "_rb")
+    shape = [max(x, y) for x, y in zip(em.writer.shapes[a], em.writer.shapes[b], strict=True)]
+    out = out or em.new(suffix, shape, em.writer.dtypes[a])
+    inputs = [a, b]
+    if op == "MUL":
+        inputs.append(em.const(suffix + "_mulshift", [0], "INT8", [1]))
+    attrs = {"nan_mode": "PROPAGATE"} if op in ("MAXIMUM", "MINIMUM") else {}
+    em.writer.op(op, inputs, out, **attrs)
+    return out
+
+
+def fp_unary(em, op: str, a: str, suffix: str, out: str | None = None) -> str:
+    out = out or em.new(suffix, em.writer.shapes[a], em.writer.dtypes[a])
+    if op == "NEGATE":
+        z1 = em.const(suffix + "_izp", [0.0], "FP32", [1])
+        z2 = em.const(suffix + "_ozp", [0.0], "FP32", [1])
+        em.writer.op("NEGATE", [a, z1, z2], out)
+    else:
+        em.writer.op(op, [a], out)
+    return out
+
+
+def scalar_arg(node, i, default=None):
+    if len(node.args) > i:
+        return node.args[i]
+    return default

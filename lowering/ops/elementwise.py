@@ -1,0 +1,183 @@
+"""Binary element-wise ops: add/sub/mul (tensor & scalar), maximum/minimum,
+comparisons, logical/bitwise ops and where."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.fx as fx
+
+from ..emitter import INT_OF
+from ..errors import LoweringError
+from .common import fp_binary, rescale, to_int32
+from .registry import register
+
+aten = torch.ops.aten
+
+
+def _operands(em, node, args):
+    layout = em.layout(node)
+    rank = len(em.shape(node))
+    names = []
+    for i, a in enumerate(args):
+        if not isinstance(a, fx.Node):
+            raise LoweringError(f"scalar operand {a!r} should have been made a tensor",
+                                node=node.name)
+        names.append(em.operand(a, layout, rank, f"arg{i}"))
+    # lower-rank dynamic operands were expanded in PyTorch order; fix up layout
+    return names, layout, rank
+
+
+def _int_inputs(em, node, args, names, scales):
+    outs = []
+    for i, (a, n) in enumerate(zip(args, names, strict=True)):
+        qp = em.qin(node, a)
+        if qp is None:
+            raise LoweringError("operand not quantized", node=node.name)
+        outs.append(to_int32(em, n, qp, f"in{i}_i32", scales[i]))
+    return outs
+
+
+@register(aten.add.Tensor, aten.sub.Tensor)
+def add_sub(em, node):
+    a, b = node.args[0], node.args[1]
+    op = "ADD" if node.target == aten.add.Tensor else "SUB"
+    (na, nb), layout, rank = _operands(em, node, [a, b])
+    if em.is_int:
+        qa, qb, qo = em.qin(node, a), em.qin(node, b), em.qout(node)
+        shift = 20 if qo.dtype == torch.int8 and qa.dtype == torch.int8 else 14
+        twice_max = 2.0 * max(qa.s, qb.s)
+        ia, ib = _int_inputs(em, node, [a, b], [na, nb],
+                             [qa.s / twice_max * (1 << shift), qb.s / twice_max * (1 << shift)])
+        acc = fp_binary(em, op, ia, ib, "acc")
+        out = em.out(node, layout)
+        rescale(em, acc, INT_OF[qo.dtype], twice_max / ((1 << shift) * qo.s), 0, qo.zp, "rs",
+                out_name=out)
+    else:
+        out = fp_binary(em, op, na, nb, "", out=em.out(node, layout))
+    em.bind(node, out, layout)
+
+
+@register(aten.mul.Tensor)
+def mul(em, node):
+    a, b = node.args[0], node.args[1]
+    (na, nb), layout, rank = _operands(em, node, [a, b])
+    if em.is_int:
+        qa, qb, qo = em.qin(node, a), em.qin(node, b), em.qout(node)
+        ia, ib = _int_inputs(em, node, [a, b], [na, nb], [1.0, 1.0])
+        acc = fp_binary(em, "MUL", ia, ib, "acc")
+        out = em.out(node, layout)
+        rescale(em, acc, INT_OF[qo.dtype], qa.s * qb.s / qo.s, 0, qo.zp, "rs", out_name=out)
+    else:
+        out = fp_binary(em, "MUL", na, nb, "", out=em.out(node, layout))
+    em.bind(node, out, layout)
+
+
+@register(aten.maximum.default, aten.minimum.default)
+def max_min(em, node):
+    a, b = node.args[0], node.args[1]
+    op = "MAXIMUM" if node.target == aten.maximum.default else "MINIMUM"
+    (na, nb), layout, rank = _operands(em, node, [a, b])
+    if em.is_int:
+        qa, qb, qo = em.qin(node, a), em.qin(node, b), em.qout(node)
+        ia, ib = _int_inputs(em, node, [a, b], [na, nb], [qa.s / qo.s, qb.s / qo.s])
+        acc = fp_binary(em, op, ia, ib, "acc")
+        out = em.out(node, layout)
+        rescale(em, acc, INT_OF[qo.dtype], 1.0, 0, qo.zp, "rs", out_name=out)
+    else:
+        out = fp_binary(em, op, na, nb, "", out=em.out(node, layout))
+    em.bind(node, out, layout)
+
+
+_CMP = {
+    aten.eq.Tensor: ("EQUAL", False, False), aten.ne.Tensor: ("EQUAL", False, True),
+    aten.gt.Tensor: ("GREATER", False, False), aten.ge.Tensor: ("GREATER_EQUAL", False, False),
+    aten.lt.Tensor: ("GREATER", True, False), aten.le.Tensor: ("GREATER_EQUAL", True, False),
+}
+
+
+@register(*_CMP)
+def compare(em, node):
+    a, b = node.args[0], node.args[1]
+    op, swap, negate = _CMP[node.target]
+    (na, nb), layout, rank = _operands(em, node, [a, b])
+    if em.is_int and em.qin(node, a) is not None:
+        qa, qb = em.qin(node, a), em.qin(node, b)
+        ratio = qb.s / qa.s
+        na = to_int32(em, na, qa, "in0_i32", 1 << 8)
+        nb = to_int32(em, nb, qb, "in1_i32", ratio * (1 << 8))
+    if swap:
+        na, nb = nb, na
+    out = em.out(node, layout)
+    if negate:
+        eq = fp_binary(em, op, na, nb, "eq")
+        em.writer.op("LOGICAL_NOT", [eq], out)
+    else:
+        fp_binary(em, op, na, nb, "", out=out)
+    em.bind(node, out, layout)
+
+
+_LOGIC = {
+    aten.logical_and.default: "LOGICAL_AND", aten.logical_or.default: "LOGICAL_OR",
+    aten.logical_xor.default: "LOGICAL_XOR", aten.bitwise_and.Tensor: "BITWISE_AND",
+    aten.bitwise_or.Tensor: "BITWISE_OR", aten.bitwise_xor.Tensor: "BITWISE_XOR",
+}
+
+
+@register(*_LOGIC)
+def logical(em, node):
+    a, b = node.args[0], node.args[1]
+    (na, nb), layout, rank = _operands(em, node, [a, b])
+    op = _LOGIC[node.target]
+    if em.dtype(node) == "BOOL":
+        op = op.replace("BITWISE", "LOGICAL")
+    elif em.writer.dtypes[na] not in ("INT32", "INT16", "INT8"):
+        raise LoweringError("bitwise ops need integer or bool operands", node=node.name)
+    out = fp_binary(em, op, na, nb, "", out=em.out(node, layout))
+    em.bind(node, out, layout)
+
+
+@register(aten.logical_not.default, aten.bitwise_not.default)
+def logical_not(em, node):
+    layout = em.layout(node)
+    x = em.tensor(node.args[0], layout)
+    out = em.out(node, layout)
+    em.writer.op("LOGICAL_NOT" if em.dtype(node) == "BOOL" else "BITWISE_NOT", [x], out)
+    em.bind(node, out, layout)
+
+
+@register(aten.where.self)
+def where(em, node):
+    c, a, b = node.args[:3]
+    (nc, na, nb), layout, rank = _operands(em, node, [c, a, b])
+    if em.is_int:
+        qo = em.qout(node)
+        from .common import requantize
+
+        na = requantize(em, na, em.qin(node, a), qo, "rq_a")
+        nb = requantize(em, nb, em.qin(node, b), qo, "rq_b")
+    nc = em.broadcast_to_rank(nc, rank, "c_r")
+    na = em.broadcast_to_rank(na, rank, "a_r")
+    nb = em.broadcast_to_rank(nb, rank, "b_r")
+    out = em.out(node, layout)
+    em.writer.op("SELECT", [nc, na, nb], out)
+    em.bind(node, out, layout)
+
+
+@register(aten._to_copy.default, aten.to.dtype)
+def cast(em, node):
+    x_node = node.args[0]
+    layout = em.layout(x_node) if len(em.shape(x_node)) == len(em.shape(node)) else None
+    x = em.tensor(x_node, layout)
+    out_dtype = em.dtype(node)
+    if em.is_int and em.qout(x_node) is not None:
+        raise LoweringError("dtype casts of quantized tensors are not supported", node=node.name)
+    out = em.out(node, layout)
+    if out_dtype == em.writer.dtypes[x]:
+        em.writer.op("IDENTITY", [x], out)
+    else:
+        em.writer.op("CAST", [x], out)
+    em.bind(node, out, layout)
+
+
+_ = np  # keep numpy import for future helpers

@@ -1,0 +1,196 @@
+"""Reductions: mean, sum, amax, amin, argmax, cumsum."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..emitter import INT_OF, inverse
+from ..errors import LoweringError
+from ..passes.layout import NHWC
+from .common import fp_binary, fp_scalar, requantize, rescale, to_int32
+from .pool import avg_pool
+from .registry import register
+
+aten = torch.ops.aten
+
+
+def _dims(node, rank, i=1):
+    d = node.args[i] if len(node.args) > i else node.kwargs.get("dim")
+    if d is None or (isinstance(d, (list, tuple)) and len(d) == 0):
+        return list(range(rank))
+    if isinstance(d, int):
+        d = [d]
+    return sorted({x % rank for x in d})
+
+
+def _keepdim(node, i=2):
+    return bool(node.args[i]) if len(node.args) > i else bool(node.kwargs.get("keepdim", False))
+
+
+def _reduce_chain(em, op, x, phys_axes, suffix, **attrs):
+    shape = list(em.writer.shapes[x])
+    for ax in phys_axes:
+        shape[ax] = 1
+        nxt = em.new(f"{suffix}{ax}", list(shape), em.writer.dtypes[x])
+        em.writer.op(op, [x], nxt, axis=ax, **attrs)
+        x = nxt
+    return x
+
+
+def _finish(em, node, res, layout, keep):
+    """Reshape a keepdim result to the node's shape and bind it."""
+    if keep:
+        em.bind(node, res, layout)
+    else:
+        out = em.out(node)
+        em.writer.op("RESHAPE", [res, em.const_shape("out_shape", em.shape(node))], out)
+        em.bind(node, out)
+
+
+def _layout_for(em, node, x_node, keep):
+    lay = em.layout(node) if keep else None
+    if lay is None and not keep and em.has_layouts(x_node):
+        lay = next(iter(em.has_layouts(x_node)))
+        if isinstance(lay, tuple) and lay and lay[0] == "rank":
+            lay = None
+    return lay
+
+
+@register(aten.mean.dim, aten.mean.default)
+def mean(em, node):
+    x_node = node.args[0]
+    rank = len(em.shape(x_node))
+    dims = _dims(node, rank)
+    keep = _keepdim(node)
+    if rank == 4 and dims == [2, 3]:
+        in_shape = em.shape(x_node, NHWC)
+        x = em.tensor(x_node, NHWC)
+        k = [in_shape[1], in_shape[2]]
+        if keep:
+            em.bind(node, avg_pool(em, node, x_node, x, in_shape, k, k, [0, 0, 0, 0]), NHWC)
+        else:
+            saved = em.out
+            em.out = lambda n, layout=None, dtype=None: em.new("pool", [in_shape[0], 1, 1, in_shape[3]],
+                                                               dtype or em.dtype(n))
+            try:
+                res = avg_pool(em, node, x_node, x, in_shape, k, k, [0, 0, 0, 0])
+            finally:
+                em.out = saved
+            _finish(em, node, res, None, False)
+        return
+    lay = _layout_for(em, node, x_node, keep)
+    x = em.tensor(x_node, lay)
+    perm = lay or tuple(range(rank))
+    inv = inverse(perm)
+    phys = [inv[d] for d in dims]
+    count = int(np.prod([em.shape(x_node)[d] for d in dims]))
+    if em.is_int:
+        qi, qo = em.qin(node, x_node), em.qout(node)
+        xi = to_int32(em, x, qi, "i32")
+        s = _reduce_chain(em, "REDUCE_SUM", xi, phys, "sum")
+        res = rescale(em, s, INT_OF[qo.dtype], qi.s / (count * qo.s), 0, qo.zp, "rs")
+    else:
+        s = _reduce_chain(em, "REDUCE_SUM", x, phys, "sum")
+        res = fp_binary(em, "MUL", s, fp_scalar(em, 1.0 / count, rank, "inv_n"), "scaled")
+    _finish(em, node, res, lay, keep)
+
+
+@register(aten.sum.dim_IntList, aten.sum.default)
+def sum_(em, node):
+    x_node = node.args[0]
+    rank = len(em.shape(x_node))
+    dims = _dims(node, rank)
+    keep = _keepdim(node)
+    lay = _layout_for(em, node, x_node, keep)
+    x = em.tensor(x_node, lay)
+    perm = lay or tuple(range(rank))
+    inv = inverse(perm)
+    phys = [inv[d] for d in dims]
+    if em.is_int and em.qout(node) is not None:
+        qi, qo = em.qin(node, x_node), em.qout(node)
+        xi = to_int32(em, x, qi, "i32")
+        s = _reduce_chain(em, "REDUCE_SUM", xi, phys, "sum")
+        res = rescale(em, s, INT_OF[qo.dtype], qi.s / qo.s, 0, qo.zp, "rs")
+    else:
+        if em.writer.dtypes[x] not in ("FP32", "INT32"):
+            raise LoweringError("sum of this dtype not supported", node=node.name)
+        res = _reduce_chain(em, "REDUCE_SUM", x, phys, "sum")
+    _finish(em, node, res, lay, keep)
+
+
+@register(aten.amax.default, aten.amin.default)
+def amax(em, node):
+    x_node = node.args[0]
+    rank = len(em.shape(x_node))
+    dims = _dims(node, rank)
+    keep = _keepdim(node)
+    lay = _layout_for(em, node, x_node, keep)
+    x = em.tensor(x_node, lay)
+    perm = lay or tuple(range(rank))
+    inv = inverse(perm)
+    phys = [inv[d] for d in dims]
+    op = "REDUCE_MAX" if node.target == aten.amax.default else "REDUCE_MIN"
+    res = _reduce_chain(em, op, x, phys, "red", nan_mode="PROPAGATE")
+    if em.is_int:
+        res = requantize(em, res, em.qin(node, x_node), em.qout(node), "rq")
+    _finish(em, node, res, lay, keep)
+
+
+@register(aten.argmax.default)
+def argmax(em, node):
+    x_node = node.args[0]
+    shape = em.shape(x_node)
+    dim = node.args[1] if len(node.args) > 1 else None
+    _keepdim(node)
+    x = em.tensor(x_node)
+    if dim is None:
+        flat = em.new("flat", [int(np.prod(shape))], em.writer.dtypes[x])
+        em.writer.op("RESHAPE", [x, em.const_shape("flat_shape", [int(np.prod(shape))])], flat)
+        x, shape, dim = flat, [int(np.prod(shape))], 0
+    dim %= len(shape)
+    red = [s for i, s in enumerate(shape) if i != dim] or [1]
+    res = em.new("argmax", red, "INT32")
+    em.writer.op("ARGMAX", [x], res, axis=dim, nan_mode="PROPAGATE")
+    out = em.out(node, None, "INT32")
+    em.writer.op("RESHAPE", [res, em.const_shape("out_shape", em.shape(node) or [1])], out)
+    em.bind(node, out)
+
+
+@register(aten.cumsum.default)
+def cumsum(em, node):
+    x_node, dim = node.args[0], node.args[1]
+    shape = em.shape(x_node)
+    rank = len(shape)
+    dim %= rank
+    x = em.tensor(x_node)
+    perm = [i for i in range(rank) if i != dim] + [dim]
+    L = shape[dim]
+    R = int(np.prod([shape[i] for i in perm[:-1]])) if rank > 1 else 1
+    dt = em.writer.dtypes[x]
+    if perm != list(range(rank)):
+        xt = em.new("moved", [shape[i] for i in perm], dt)
+        em.writer.op("TRANSPOSE", [x], xt, perms=perm)
+    else:
+        xt = x
+    x3 = em.new("x3", [1, R, L], dt)
+    em.writer.op("RESHAPE", [xt, em.const_shape("x3_shape", [1, R, L])], x3)
+    tri = np.triu(np.ones((L, L))).reshape(1, L, L)
+    if em.is_int:
+        qi, qo = em.qin(node, x_node), em.qout(node)
+        ones = em.const("tri", tri, dt, [1, L, L])
+        acc = em.new("acc", [1, R, L], "INT48" if dt == "INT16" else "INT32")
+        em.writer.op("MATMUL", [x3, ones, em.const("azp", [qi.zp], dt, [1]),
+                                em.const("bzp", [0], dt, [1])], acc)
+        res = rescale(em, acc, INT_OF[qo.dtype], qi.s / qo.s, 0, qo.zp, "rs")
+    else:
+        if dt != "FP32":
+            raise LoweringError("cumsum of integer tensors not supported", node=node.name)
+        z = em.const("zp", [0.0], "FP32", [1])
+        res = em.new("mm", [1, R, L], dt)
+        em.writer.op("MATMUL", [x3, em.const("tri", tri, dt, [1, L, L]), z, z], res)
+    back = em.new("back", [shape[i] for i in perm], em.writer.dtypes[res])
+    em.writer.op("RESHAPE", [res, em.const_shape("back_shape", [shape[i] for i in perm])], back)
+    out = em.out(node)
+    em.writer.op("TRANSPOSE", [back], out, perms=list(inverse(perm)))
+    em.bind(node, out)

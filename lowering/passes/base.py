@@ -1,0 +1,45 @@
+"""Base class and context for graph passes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch.fx as fx
+
+
+@dataclass
+class PassContext:
+    """What a pass may need to know: profile, example inputs, and a scratch dict."""
+
+    profile: str = "FP"
+    example_inputs: tuple = ()
+    quantized: bool = False
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+class GraphPass:
+    """A small named transformation of an FX graph module.
+
+    Subclasses implement :meth:`run`; calling the pass runs it and lints the graph.
+
+    Example:
+        >>> class Nothing(GraphPass):
+        ...     def run(self, gm, ctx):
+        ...         return None
+        >>> Nothing().name
+        'Nothing'
+    """
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    def run(self, gm: fx.GraphModule, ctx: PassContext) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def __call__(self, gm: fx.GraphModule, ctx: PassContext) -> None:
+        self.run(gm, ctx)
+        gm.graph.eliminate_dead_code()
+        gm.graph.lint()
+        gm.recompile()

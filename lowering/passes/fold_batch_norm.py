@@ -1,0 +1,69 @@
+"""Fold inference batch norm into the preceding convolution."""
+
+from __future__ import annotations
+
+import torch
+import torch.fx as fx
+
+from ..graph_utils import add_constant, get_constant
+from .base import GraphPass, PassContext
+
+aten = torch.ops.aten
+_CONVS = {aten.conv2d.default, aten.conv1d.default, aten.convolution.default}
+_BNS = {aten.batch_norm.default, aten._native_batch_norm_legit_no_training.default}
+
+
+class FoldBatchNorm(GraphPass):
+    """``conv -> batch_norm`` (constant weights and statistics) becomes one conv.
+
+    Example:
+        >>> m = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 1), torch.nn.BatchNorm2d(2)).eval()
+        >>> gm = torch.export.export(m, (torch.ones(1, 1, 2, 2),)).module(check_guards=False)
+        >>> FoldBatchNorm()(gm, PassContext())
+        >>> [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
+        ['aten.conv2d.default']
+    """
+
+    def run(self, gm: fx.GraphModule, ctx: PassContext) -> None:
+        for bn in list(gm.graph.nodes):
+            if bn.op != "call_function" or bn.target not in _BNS:
+                continue
+            conv = bn.args[0]
+            if not isinstance(conv, fx.Node) or conv.target not in _CONVS or len(conv.users) != 1:
+                continue
+            if conv.target == aten.convolution.default and conv.args[6]:
+                continue  # transposed
+            w = get_constant(gm, conv.args[1])
+            b = get_constant(gm, conv.args[2]) if len(conv.args) > 2 and conv.args[2] is not None else None
+            bw, bb, mean, var = (get_constant(gm, a) if a is not None else None for a in bn.args[1:5])
+            if w is None or mean is None or var is None:
+                continue
+            if bn.target == aten._native_batch_norm_legit_no_training.default:
+                eps = bn.args[6]
+                users = list(bn.users)
+                if any(u.target is not __import__("operator").getitem or u.args[1] != 0 for u in users):
+                    continue
+            else:
+                eps = bn.args[7]
+                users = None
+            C = w.shape[0]
+            bw = bw if bw is not None else torch.ones(C)
+            bb = bb if bb is not None else torch.zeros(C)
+            b = b if b is not None else torch.zeros(C)
+            scale = bw / torch.sqrt(var + eps)
+            new_w = w * scale.reshape([-1] + [1] * (w.dim() - 1))
+            new_b = (b - mean) * scale + bb
+            wn = add_constant(gm, new_w, "bnw", before=conv)
+            bnode = add_constant(gm, new_b, "bnb", before=conv)
+            args = list(conv.args)
+            while len(args) < 3:
+                args.append(None)
+            args[1], args[2] = wn, bnode
+            conv.args = tuple(args)
+            if users is not None:
+                for u in users:
+                    u.replace_all_uses_with(conv)
+                    gm.graph.erase_node(u)
+            else:
+                bn.replace_all_uses_with(conv)
+            gm.graph.erase_node(bn)

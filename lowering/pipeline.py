@@ -1,0 +1,54 @@
+"""The ordered pass pipeline between ``torch.export`` and TOSA emission."""
+
+from __future__ import annotations
+
+import torch.fx as fx
+
+from .passes import (
+    AssignNHWCLayout,
+    ConvertInt64ConstOpsToInt32,
+    ConvertInt64OutputOpsToInt32,
+    DecomposeForTosa,
+    FoldBatchNorm,
+    FoldQDQ,
+    InsertInt32CastsAfterInt64Placeholders,
+    RemoveNoOps,
+    ScalarsToTensors,
+)
+from .passes.base import GraphPass, PassContext
+
+
+def build_pipeline(profile: str) -> list[GraphPass]:
+    """Passes for ``profile`` ("FP", or "INT" for a ``convert_pt2e`` graph), in order.
+
+    Example:
+        >>> [p.name for p in build_pipeline("INT")]  # doctest: +NORMALIZE_WHITESPACE
+        ['RemoveNoOps', 'ConvertInt64ConstOpsToInt32', 'ConvertInt64OutputOpsToInt32',
+         'InsertInt32CastsAfterInt64Placeholders', 'FoldQDQ', 'AssignNHWCLayout']
+    """
+    int64 = [ConvertInt64ConstOpsToInt32(), ConvertInt64OutputOpsToInt32(),
+             InsertInt32CastsAfterInt64Placeholders()]
+    if profile == "INT":
+        # decompositions already ran in TosaQuantizer.transform_for_annotation
+        return [RemoveNoOps(), *int64, FoldQDQ(), AssignNHWCLayout()]
+    return [RemoveNoOps(), FoldBatchNorm(), DecomposeForTosa(), ScalarsToTensors(), RemoveNoOps(),
+            *int64, AssignNHWCLayout()]
+
+
+def run_pipeline(gm: fx.GraphModule, ctx: PassContext, passes: list[GraphPass] | None = None,
+                 log: list | None = None) -> fx.GraphModule:
+    """Run ``passes`` (default: :func:`build_pipeline`) over ``gm`` in place."""
+    from .graph_utils import propagate_values
+
+    structural = {"FoldBatchNorm", "DecomposeForTosa", "ScalarsToTensors", "RemoveNoOps"}
+    stale = False
+    for p in passes if passes is not None else build_pipeline(ctx.profile):
+        if stale and p.name not in structural and ctx.example_inputs:
+            propagate_values(gm, ctx.example_inputs)  # value metadata for new nodes
+            stale = False
+        p(gm, ctx)
+        if log is not None:
+            log.append(p.name)
+        if p.name in structural and ctx.profile != "INT":
+            stale = True
+    return gm

@@ -1,0 +1,282 @@
+"""Our PT2E quantizer for TOSA INT: int8 (or int16) per-tensor activations, symmetric
+int8 weights (per-channel by default), int32 biases derived from input x weight scale.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+
+import torch
+import torch.fx as fx
+from torchao.quantization.pt2e.fake_quantize import FakeQuantize
+from torchao.quantization.pt2e.observer import (
+    MinMaxObserver,
+    MovingAverageMinMaxObserver,
+    MovingAveragePerChannelMinMaxObserver,
+    PerChannelMinMaxObserver,
+)
+from torchao.quantization.pt2e.quantizer import (
+    DerivedQuantizationSpec,
+    QuantizationAnnotation,
+    QuantizationSpec,
+    Quantizer,
+    SharedQuantizationSpec,
+)
+
+from .graph_utils import get_constant, val
+from .passes.base import PassContext
+from .passes.decompose import DecomposeForTosa, ScalarsToTensors
+from .passes.fold_batch_norm import FoldBatchNorm
+from .passes.fold_qdq import FUSED_ACTIVATIONS
+from .passes.noops import RemoveNoOps
+
+aten = torch.ops.aten
+
+
+@dataclass(frozen=True)
+class QuantConfig:
+    """How to quantize for the TOSA INT profile.
+
+    Example:
+        >>> QuantConfig().activation_dtype
+        torch.int8
+        >>> QuantConfig.int16().activation_dtype
+        torch.int16
+    """
+
+    activation_dtype: torch.dtype = torch.int8
+    per_channel: bool = True
+    symmetric_activations: bool = False
+    qat: bool = False
+
+    @staticmethod
+    def int16(per_channel: bool = True, qat: bool = False) -> QuantConfig:
+        """int16 activations (symmetric) with int8 weights."""
+        return QuantConfig(torch.int16, per_channel, True, qat)
+
+    # -- specs ---------------------------------------------------------------
+    def act_spec(self) -> QuantizationSpec:
+        if self.activation_dtype == torch.int16:
+            qmin, qmax, scheme = -32767, 32767, torch.per_tensor_symmetric
+        elif self.symmetric_activations:
+            qmin, qmax, scheme = -127, 127, torch.per_tensor_symmetric
+        else:
+            qmin, qmax, scheme = -128, 127, torch.per_tensor_affine
+        obs = MovingAverageMinMaxObserver if self.qat else MinMaxObserver
+        ctr = obs.with_args(eps=2**-20)
+        if self.qat:
+            ctr = FakeQuantize.with_args(observer=obs, quant_min=qmin, quant_max=qmax,
+                                         dtype=self.activation_dtype, qscheme=scheme, eps=2**-20)
+        return QuantizationSpec(dtype=self.activation_dtype, observer_or_fake_quant_ctr=ctr,
+                                quant_min=qmin, quant_max=qmax, qscheme=scheme)
+
+    def weight_spec(self, ch_axis: int = 0) -> QuantizationSpec:
+        if self.per_channel:
+            obs = MovingAveragePerChannelMinMaxObserver if self.qat else PerChannelMinMaxObserver
+            scheme = torch.per_channel_symmetric
+        else:
+            obs = MovingAverageMinMaxObserver if self.qat else MinMaxObserver
+            scheme = torch.per_tensor_symmetric
+        ctr = obs.with_args(eps=2**-30)
+        if self.qat:
+            kw = {"ch_axis": ch_axis} if self.per_channel else {}
+            ctr = FakeQuantize.with_args(observer=obs, quant_min=-127, quant_max=127,
+                                         dtype=torch.int8, qscheme=scheme, eps=2**-30, **kw)
+        return QuantizationSpec(dtype=torch.int8, observer_or_fake_quant_ctr=ctr, quant_min=-127,
+                                quant_max=127, qscheme=scheme,
+                                ch_axis=ch_axis if self.per_channel else None)
+
+
+def _derive_bias_qparams(obs_or_fqs):
+    act, wt = obs_or_fqs
+    a_scale, _ = act.calculate_qparams()
+    w_scale, _ = wt.calculate_qparams()
+    scale = (a_scale.reshape(-1)[0] * w_scale).to(torch.float32)
+    return scale, torch.zeros_like(scale, dtype=torch.int32)
+
+
+WEIGHTED = {aten.conv2d.default, aten.conv1d.default, aten.linear.default,
+            aten.conv_transpose2d.input, aten.convolution.default}
+FUSABLE_PRODUCERS = WEIGHTED | {aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor}
+BINARY = {aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.matmul.default,
+          aten.bmm.default, aten.mm.default}
+SHARED_BINARY = {aten.maximum.default, aten.minimum.default}
+COMPARE = {aten.eq.Tensor, aten.ne.Tensor, aten.gt.Tensor, aten.ge.Tensor, aten.lt.Tensor,
+           aten.le.Tensor}
+SHARED = {
+    aten.max_pool2d.default, aten.avg_pool2d.default, aten.adaptive_avg_pool2d.default,
+    aten.mean.dim, aten.view.default, aten.reshape.default, aten.flatten.using_ints,
+    aten.permute.default, aten.transpose.int, aten.t.default, aten.squeeze.dim,
+    aten.squeeze.dims, aten.squeeze.default, aten.unsqueeze.default,
+    aten.slice.Tensor, aten.select.int, aten.constant_pad_nd.default, aten.pad.default,
+    aten.expand.default, aten.repeat.default, aten.upsample_nearest2d.vec,
+    aten.upsample_nearest2d.default, aten.amax.default, aten.amin.default,
+    aten.index_select.default, aten.unflatten.int, aten.max_pool1d.default,
+    aten.avg_pool1d.default, aten.adaptive_avg_pool1d.default, aten.flip.default,
+    aten.upsample_bilinear2d.vec, aten.upsample_bilinear2d.default,
+    aten.relu.default, aten.hardtanh.default, aten.clamp.default, aten.relu6.default,
+}
+# Activations as output-quantized standalone ops (relu & co. are SHARED when not fused
+# would waste half the range; annotate them with their own observer instead).
+OWN_OUTPUT_ACT = {aten.relu.default, aten.hardtanh.default, aten.clamp.default,
+                  aten.relu6.default}
+TABLE = {
+    aten.sigmoid.default, aten.tanh.default, aten.gelu.default, aten.silu.default,
+    aten.hardswish.default, aten.hardsigmoid.default, aten.exp.default, aten.log.default,
+    aten.sqrt.default, aten.rsqrt.default, aten.reciprocal.default, aten.elu.default,
+    aten.leaky_relu.default, aten.erf.default, aten.neg.default, aten.abs.default,
+    aten.pow.Tensor_Scalar, aten.softplus.default, aten.sin.default, aten.cos.default,
+    aten.mish.default, aten.log1p.default, aten.expm1.default,
+}
+OWN_OUTPUT = {aten.sum.dim_IntList, aten.cumsum.default}
+CAT = {aten.cat.default, aten.stack.default}
+WHERE = {aten.where.self}
+GATHER_WEIGHT = {aten.embedding.default}
+
+
+def _is_channel_mean(n: fx.Node) -> bool:
+    """mean over anything but H,W of a 4-D tensor gets its own observer: a shared scale
+    makes sum/N land exactly on rounding ties, where float and TOSA rounding differ."""
+    if n.target != aten.mean.dim:
+        return False
+    v = val(n.args[0])
+    if v is None:
+        return True
+    dims = sorted(d % v.dim() for d in n.args[1]) if len(n.args) > 1 else []
+    return not (v.dim() == 4 and dims == [2, 3])
+
+
+def _is_float(n) -> bool:
+    if not isinstance(n, fx.Node):
+        return False
+    v = val(n)
+    return v is None or (isinstance(v, torch.Tensor) and v.is_floating_point())
+
+
+class TosaQuantizer(Quantizer):
+    """PT2E quantizer producing graphs :func:`lowering.lower` turns into TOSA INT.
+
+    Example:
+        >>> from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e, convert_pt2e
+        >>> m = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()).eval()
+        >>> x = (torch.randn(2, 4),)
+        >>> gm = torch.export.export(m, x).module(check_guards=False)
+        >>> p = prepare_pt2e(gm, TosaQuantizer(QuantConfig(), example_inputs=x)); _ = p(*x)
+        >>> q = convert_pt2e(p); q(*x).shape
+        torch.Size([2, 3])
+    """
+
+    def __init__(self, config: QuantConfig | None = None, example_inputs=None):
+        super().__init__()
+        self.config = config or QuantConfig()
+        self.example_inputs = tuple(example_inputs) if example_inputs is not None else ()
+
+    # ------------------------------------------------------------------
+    def transform_for_annotation(self, model: fx.GraphModule) -> fx.GraphModule:
+        from .graph_utils import propagate_values
+
+        ctx = PassContext(profile="INT", example_inputs=self.example_inputs)
+        if self.example_inputs and any("tv_val" not in n.meta for n in model.graph.nodes
+                                       if n.op in ("placeholder", "call_function")):
+            propagate_values(model, self.example_inputs)
+        for p in (RemoveNoOps(), FoldBatchNorm(), DecomposeForTosa(), ScalarsToTensors()):
+            p(model, ctx)
+        if self.example_inputs:
+            propagate_values(model, self.example_inputs)
+        return model
+
+    def validate(self, model: fx.GraphModule) -> None:
+        return None
+
+    # ------------------------------------------------------------------
+    def annotate(self, model: fx.GraphModule) -> fx.GraphModule:
+        cfg = self.config
+        act = cfg.act_spec()
+        for n in model.graph.nodes:
+            if n.op != "call_function" or "quantization_annotation" in n.meta:
+                continue
+            t = n.target
+            ins: dict = {}
+            out = None
+            x = n.args[0] if n.args else None
+            fused = False
+            if t in FUSABLE_PRODUCERS and len(n.users) == 1:
+                u = next(iter(n.users))
+                fused = u.op == "call_function" and u.target in FUSED_ACTIVATIONS and u.args[0] is n
+            if t in WEIGHTED:
+                if t == aten.convolution.default and n.args[6]:
+                    ch_axis = 1
+                else:
+                    ch_axis = 1 if t == aten.conv_transpose2d.input else 0
+                if not _is_float(x):
+                    continue
+                w = n.args[1]
+                ins[x] = act
+                ins[w] = cfg.weight_spec(ch_axis)
+                b = n.args[2] if len(n.args) > 2 else None
+                if isinstance(b, fx.Node):
+                    ins[b] = DerivedQuantizationSpec(
+                        derived_from=[(x, n), (w, n)],
+                        derive_qparams_fn=_derive_bias_qparams,
+                        dtype=torch.int32, quant_min=-(2**31) + 1, quant_max=2**31 - 1,
+                        qscheme=torch.per_channel_symmetric if cfg.per_channel else torch.per_tensor_symmetric,
+                        ch_axis=0 if cfg.per_channel else None,
+                    )
+                out = None if fused else act
+            elif t in BINARY:
+                for a in n.args[:2]:
+                    if _is_float(a):
+                        ins[a] = act
+                out = None if fused else act
+            elif t in SHARED_BINARY or t in COMPARE or t in WHERE:
+                args = [a for a in (n.args[1:3] if t in WHERE else n.args[:2])
+                        if isinstance(a, fx.Node) and _is_float(a)]
+                if not args:
+                    continue
+                ins[args[0]] = act
+                for a in args[1:]:
+                    ins[a] = SharedQuantizationSpec((args[0], n))
+                out = None if t in COMPARE else SharedQuantizationSpec((args[0], n))
+            elif t in OWN_OUTPUT_ACT:
+                if not _is_float(x):
+                    continue
+                src_fused = isinstance(x, fx.Node) and x.op == "call_function" and \
+                    x.target in FUSABLE_PRODUCERS and len(x.users) == 1
+                if not src_fused:
+                    ins[x] = act
+                out = act
+            elif t in SHARED and not _is_channel_mean(n):
+                if not _is_float(x):
+                    continue
+                ins[x] = act
+                out = SharedQuantizationSpec((x, n))
+            elif t in CAT:
+                tensors = [a for a in n.args[0] if isinstance(a, fx.Node)]
+                if not tensors or not all(_is_float(a) for a in tensors):
+                    continue
+                ins[tensors[0]] = act
+                for a in tensors[1:]:
+                    ins[a] = SharedQuantizationSpec((tensors[0], n))
+                out = SharedQuantizationSpec((tensors[0], n))
+            elif t in TABLE or t in OWN_OUTPUT or t == aten.mean.dim:
+                if not _is_float(x):
+                    continue
+                ins[x] = act
+                out = act
+            elif t in GATHER_WEIGHT:
+                w = n.args[0]
+                ins[w] = act
+                out = SharedQuantizationSpec((w, n))
+            elif t is operator.getitem:
+                continue
+            else:
+                continue
+            n.meta["quantization_annotation"] = QuantizationAnnotation(
+                input_qspec_map=ins, output_qspec=out, _annotated=True
+            )
+        return model
+
+
+def is_constant_input(gm, node) -> bool:  # pragma: no cover - small helper
+    return get_constant(gm, node) is not None
