@@ -73,6 +73,16 @@ GENERATOR_NAMES = {
 }
 
 
+#: Extra generator arguments per op. The generator skips dot-product cases with fewer than
+#: 1000 multiply-adds, so with the default small dims these ops would get few or no positives.
+EXTRA_ARGS: dict[str, tuple[str, ...]] = {
+    "FFT2D": ("--target-shape", "2,32,64", "--target-shape", "1,64,16", "--target-shape", "3,8,128"),
+    "RFFT2D": ("--target-shape", "2,32,64", "--target-shape", "1,64,16", "--target-shape", "3,8,128"),
+    "MATMUL": ("--tensor-dim-range", "8,24"),
+    "AVG_POOL2D": ("--tensor-dim-range", "4,16"),
+}
+
+
 def cache_root() -> Path:
     """Where generated cases are kept between runs (``TOSA_VERIFY_CTS_CACHE`` overrides)."""
     env = os.environ.get("TOSA_VERIFY_CTS_CACHE")
@@ -107,6 +117,7 @@ def generate(op: str, *, maximum: int = 3, num_errorifs: int = 1, seed: int = 42
         "--max-resize-output-dim", "24",
         "--profile", "tosa-pro-int", "tosa-pro-fp",
         "--extension", *EXTENSIONS,
+        *EXTRA_ARGS.get(op, ()),
         *extra_args,
     ]
     key = hashlib.sha256(json.dumps([args, maximum, num_errorifs]).encode()).hexdigest()[:12]
@@ -126,6 +137,7 @@ def generate(op: str, *, maximum: int = 3, num_errorifs: int = 1, seed: int = 42
                "--test-selection-config", str(sel)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
+            shutil.rmtree(tmp, ignore_errors=True)
             raise RuntimeError(f"generator failed for {op}: {proc.stderr[-2000:]}")
         (tmp / "cases").mkdir(exist_ok=True)
         os.replace(tmp / "cases", out)

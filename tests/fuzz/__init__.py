@@ -1,0 +1,1 @@
+"""Differential fuzzing of the interpreter against the TOSA reference model."""

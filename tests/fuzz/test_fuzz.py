@@ -1,0 +1,70 @@
+"""Short differential fuzzing run: the interpreter and the reference model must agree.
+
+Integer results must be bit-exact, float results within the producing op's compliance mode, and
+invalid / unpredictable graphs must be rejected the same way by both. The long run (10,000
+graphs, exploring new seeds) is ``python benchmarks/fuzz_long.py``; this suite is derandomized
+so CI stays reproducible.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+import tosa_verify
+from tosa_verify.diff import diff
+
+from .differential import run_case
+from .strategies import INT_BUILDERS, fp_cases, multi_op_cases, single_op_cases
+
+FUZZ = settings(
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+def _check(case) -> None:
+    outcome = run_case(case)
+    assert outcome.ok, f"{case!r}: {outcome.detail}"
+
+
+@pytest.mark.parametrize("kind", sorted(INT_BUILDERS))
+def test_every_int_op_kind(kind):
+    @settings(FUZZ, max_examples=4)
+    @given(single_op_cases([kind]))
+    def inner(case):
+        _check(case)
+
+    inner()
+
+
+@settings(FUZZ, max_examples=80)
+@given(single_op_cases())
+def test_single_int_ops(case):
+    _check(case)
+
+
+@settings(FUZZ, max_examples=50)
+@given(fp_cases())
+def test_single_fp_ops(case):
+    _check(case)
+
+
+@settings(FUZZ, max_examples=40)
+@given(multi_op_cases())
+def test_small_quantized_networks(case):
+    _check(case)
+
+
+@settings(FUZZ, max_examples=12)
+@given(multi_op_cases())
+def test_capture_diff_agrees_on_every_tensor(case):
+    """Capture mode on both sides (graph rewrite + re-serialization) agrees tensor by tensor."""
+    report = diff(case.data, case.inputs)
+    if report.error:  # both rejected the graph (e.g. a REQUIRE failed): nothing to compare
+        with pytest.raises(tosa_verify.TosaError):
+            tosa_verify.run(case.data, case.inputs)
+        return
+    assert report.ok, report.format_table(all_ops=False)

@@ -1,0 +1,76 @@
+"""Minimal regressions for disagreements differential fuzzing found between the interpreter and
+the reference model (or the TOSA 1.0 specification).
+
+Each test pins a fixed disagreement so it cannot come back.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tosa_verify
+from tosa_verify import reference
+from tosa_verify.graph import Block, Graph, Operator, Region, Tensor
+from tosa_verify.writer import to_flatbuffer
+
+
+def _graph(ops, tensors, inputs, outputs) -> bytes:
+    return to_flatbuffer(Graph((1, 0, 0, False), [Region("main", [Block("main", ops, tensors, inputs, outputs)])]))
+
+
+def _transpose_conv_zero_height() -> bytes:
+    """fuzz single:1039 - TRANSPOSE_CONV2D whose out_pad shrinks the output height to 0.
+
+    OH = (IH - 1) * stride_y + out_pad_top + out_pad_bottom + KH = 0 + (-1) + (-1) + 2 = 0; every
+    per-operator ERROR_IF holds (out_pad > -KH), but the output tensor has a zero dimension.
+    """
+    tensors = {
+        "x": Tensor("x", (1, 1, 1, 2), "INT8"),
+        "w": Tensor("w", (2, 2, 1, 2), "INT8", data=np.ones((2, 2, 1, 2), np.int8)),
+        "b": Tensor("b", (2,), "INT32", data=np.zeros(2, np.int32)),
+        "xz": Tensor("xz", (1,), "INT8", data=np.zeros(1, np.int8)),
+        "wz": Tensor("wz", (1,), "INT8", data=np.zeros(1, np.int8)),
+        "y": Tensor("y", (1, 0, 1, 2), "INT32"),
+    }
+    ops = [Operator("CONST", {}, [], [n]) for n in ("w", "b", "xz", "wz")]
+    ops.append(Operator("TRANSPOSE_CONV2D", {"out_pad": [-1, -1, 0, 0], "stride": [1, 1], "local_bound": False,
+                                             "acc_type": "INT32"}, ["x", "w", "b", "xz", "wz"], ["y"]))
+    return _graph(ops, tensors, ["x"], ["y"])
+
+
+def test_reference_rejects_a_tensor_with_a_zero_dimension():
+    with pytest.raises(tosa_verify.TosaValidationError, match="dimension 0"):
+        reference.run(_transpose_conv_zero_height(), [np.ones((1, 1, 1, 2), np.int8)])
+
+
+def test_interpreter_rejects_a_tensor_with_a_zero_dimension():
+    with pytest.raises(tosa_verify.TosaValidationError):
+        tosa_verify.run(_transpose_conv_zero_height(), [np.ones((1, 1, 1, 2), np.int8)])
+
+
+def _int4_conv(weights: np.ndarray) -> bytes:
+    tensors = {
+        "x": Tensor("x", (1, 1, 1, 3), "INT8"),
+        "w": Tensor("w", (1, 1, 1, 3), "INT4", data=weights.reshape(1, 1, 1, 3)),
+        "b": Tensor("b", (1,), "INT32", data=np.zeros(1, np.int32)),
+        "xz": Tensor("xz", (1,), "INT8", data=np.zeros(1, np.int8)),
+        "wz": Tensor("wz", (1,), "INT4", data=np.zeros(1, np.int8)),
+        "y": Tensor("y", (1, 1, 1, 1), "INT32"),
+    }
+    ops = [Operator("CONST", {}, [], [n]) for n in ("w", "b", "xz", "wz")]
+    ops.append(Operator("CONV2D", {"pad": [0, 0, 0, 0], "stride": [1, 1], "dilation": [1, 1],
+                                   "local_bound": False, "acc_type": "INT32"}, ["x", "w", "b", "xz", "wz"], ["y"]))
+    return _graph(ops, tensors, ["x"], ["y"])
+
+
+def test_int4_weights_in_range_agree():
+    data = _int4_conv(np.array([-7, 7, 3], np.int8))
+    x = np.array([[[[1, 2, 3]]]], np.int8)
+    assert reference.run(data, [x])[0].item() == tosa_verify.run(data, [x])[0].item() == -7 + 14 + 9
+
+
+def test_int4_constant_minus_eight_is_rejected():
+    data = _int4_conv(np.array([-8, 7, 3], np.int8))
+    with pytest.raises(tosa_verify.TosaError):
+        tosa_verify.run(data, [np.array([[[[1, 2, 3]]]], np.int8)])

@@ -1,0 +1,303 @@
+"""tosa_verify.diff: operator-by-operator diffs, repros, random inputs and the CLI entry."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+
+import numpy as np
+import pytest
+from fuzz.strategies import Builder, RandomDraw, b_conv, b_pool, b_rescale
+
+import tosa_verify
+from tosa_verify import reference
+from tosa_verify.diff import diff, diff_main, extract_operator, random_inputs, run_repro
+from tosa_verify.errors import TosaValidationError
+from tosa_verify.graph import Block, Graph, Region, Tensor
+from tosa_verify.ops.registry import REGISTRY
+from tosa_verify.writer import to_flatbuffer
+
+
+def _quantized_net(seed: int = 3):
+    """int8 input -> CONV2D (int32) -> RESCALE (int8) -> MAX_POOL2D -> RESCALE (int16)."""
+    b = Builder(np.random.default_rng(seed))
+    d = RandomDraw(seed)
+    x = b.input((1, 6, 6, 3), "INT8")
+    y = b_conv(d, b, x, depthwise=False)
+    z = b_rescale(d, b, y, out_dtype="INT8")
+    w = b_pool(d, b, z, avg=False)
+    out = b_rescale(d, b, w, out_dtype="INT16")
+    return b.finish([out])
+
+
+def _rescale_indices(graph: Graph) -> list[int]:
+    return [i for i, op in enumerate(graph.main.operators) if op.op == "RESCALE"]
+
+
+def _with_multiplier_changed(graph: Graph, inputs, which: int = 0) -> tuple[Graph, int]:
+    """A copy of ``graph`` with one RESCALE multiplier changed so that its output changes."""
+    index = _rescale_indices(graph)[which]
+    op = graph.main.operators[index]
+    before = tosa_verify.run(graph, inputs, capture=True).tensors[op.outputs[0]]
+    m = int(graph.main.tensors[op.inputs[1]].data[0])
+    limit = (1 << 31) - 1 if graph.main.tensors[op.inputs[1]].dtype == "INT32" else (1 << 15) - 1
+    for candidate in (m // 2 + 1, m // 8 + 1, min(2 * m + 1, limit), limit, 1):
+        changed = copy.deepcopy(graph)
+        mult = changed.main.tensors[op.inputs[1]]
+        mult.data = mult.data.copy()
+        mult.data[0] = candidate
+        after = tosa_verify.run(changed, inputs, capture=True).tensors[op.outputs[0]]
+        if not np.array_equal(before, after):
+            return changed, index
+    raise AssertionError("no multiplier change alters this RESCALE's output")
+
+
+def test_changed_rescale_multiplier_is_the_first_divergence_and_the_repro_reproduces(tmp_path):
+    case = _quantized_net()
+    original = tosa_verify.load(case.data)
+    changed, index = _with_multiplier_changed(original, case.inputs)
+
+    report = diff(changed, case.inputs, against=original)
+    first = report.first_divergence
+    assert first is not None and first.op == "RESCALE" and first.index == index
+    assert not report.ok
+    # every operator before it agrees exactly
+    assert all(op.status == "exact" for op in report.ops if op.index < index)
+    # attributes: the const operands of RESCALE with both values, and the plain attributes
+    attrs = first.attributes
+    assert attrs["multiplier"] == [int(changed.main.tensors[changed.main.operators[index].inputs[1]].data[0])]
+    assert attrs["against"]["multiplier"] == [
+        int(original.main.tensors[original.main.operators[index].inputs[1]].data[0])
+    ]
+    for key in ("shift", "input_zp", "output_zp", "rounding_mode", "per_channel", "scale32"):
+        assert key in attrs
+    verdict = first.outputs[0].verdict
+    assert verdict.status == "mismatch" and verdict.worst_index is not None
+    mult_name = changed.main.operators[index].inputs[1]
+    assert mult_name in report.constant_differences
+
+    text = report.format_table()
+    assert "first divergence: operator" in text and "RESCALE" in text and "multiplier" in text
+    data = json.loads(report.to_json())
+    assert data["ok"] is False and data["first_divergence"]["op"] == "RESCALE"
+    assert data["first_divergence"]["worst"]["index"] == list(verdict.worst_index)
+
+    out = report.write_repro(tmp_path / "repro")
+    repro = tosa_verify.load(out / "repro.tosa")
+    assert [op.op for op in repro.main.operators if op.op != "CONST"] == ["RESCALE"]
+    assert (out / "against.tosa").exists()
+    manifest = json.loads((out / "repro.json").read_text())
+    assert manifest["reproduces"] is True and manifest["op"] == "RESCALE"
+    # re-running the repro with both executions shows the same mismatch
+    verdicts = run_repro(out)
+    assert [v.status for v in verdicts] == ["mismatch"]
+    actual, expected = np.load(out / "actual-0.npy"), np.load(out / "expected-0.npy")
+    np.testing.assert_array_equal(actual, report.actual[first.outputs[0].tensor])
+    np.testing.assert_array_equal(expected, report.expected[first.outputs[0].other])
+
+
+def test_same_graph_against_the_reference_model_agrees():
+    case = _quantized_net(5)
+    report = diff(case.data, case.inputs)
+    assert report.ok and report.first_divergence is None and report.error == ""
+    assert {t.status for op in report.ops for t in op.outputs} == {"exact"}
+    assert "operators agree" in report.format_table()
+    assert report.against == "reference model"
+
+
+def test_interpreter_bug_is_found_against_the_reference(tmp_path, monkeypatch):
+    case = _quantized_net(7)
+    graph = tosa_verify.load(case.data)
+    real = REGISTRY["MAX_POOL2D"]
+
+    def buggy(call):  # off by one on the first element
+        (out,) = real(call)
+        out = out.copy()
+        out.reshape(-1)[0] = np.int8(out.reshape(-1)[0] ^ 1)
+        return [out]
+
+    monkeypatch.setitem(REGISTRY, "MAX_POOL2D", buggy)
+    report = diff(graph, case.inputs)
+    first = report.first_divergence
+    assert first is not None and first.op == "MAX_POOL2D"
+    v = first.outputs[0].verdict
+    assert v.mismatched == 1 and v.first_mismatch == (0, 0, 0, 0) and v.max_lsb_error == 1
+    out = report.write_repro(tmp_path)
+    assert not (out / "against.tosa").exists()
+    assert [v.status for v in run_repro(out)] == ["mismatch"]  # still buggy: reproduces
+    desc = json.loads((out / "desc.json").read_text())
+    proc = subprocess.run(
+        [reference.reference_binary(), "--test_desc", str(out / "desc.json"), "--output_dir", str(out)],
+        capture_output=True, text=True, cwd=out, check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    np.testing.assert_array_equal(np.load(out / desc["ofm_file"][0]), np.load(out / "expected-0.npy"))
+    monkeypatch.setitem(REGISTRY, "MAX_POOL2D", real)
+    assert [v.status for v in run_repro(out)] == ["exact"]  # fixed: agrees
+
+
+def test_interpreter_error_is_reported_at_its_operator(monkeypatch):
+    case = _quantized_net(2)
+
+    def broken(call):
+        raise TosaValidationError("synthetic failure", op_index=call.index, op=call.op)
+
+    monkeypatch.setitem(REGISTRY, "MAX_POOL2D", broken)
+    report = diff(case.data, case.inputs)
+    first = report.first_divergence
+    assert first is not None and first.op == "MAX_POOL2D" and "synthetic failure" in first.error
+    assert "ERROR" in report.format_table()
+
+
+def _renamed(graph: Graph, prefix: str) -> Graph:
+    """A copy whose tensors are all renamed; operators keep their locations."""
+    g = copy.deepcopy(graph)
+    block = g.main
+    rename = {n: prefix + n for n in [*block.tensors, *block.shapes]}
+    block.tensors = {rename[n]: Tensor(rename[n], t.shape, t.dtype, t.data) for n, t in block.tensors.items()}
+    block.shapes = {rename[n]: Tensor(rename[n], t.shape, t.dtype, t.data) for n, t in block.shapes.items()}
+    block.inputs = [rename[n] for n in block.inputs]
+    block.outputs = [rename[n] for n in block.outputs]
+    for op in block.operators:
+        op.inputs = [rename[n] for n in op.inputs]
+        op.outputs = [rename[n] for n in op.outputs]
+    return g
+
+
+def test_matching_by_location_and_by_explicit_provenance():
+    case = _quantized_net(4)
+    graph = tosa_verify.load(case.data)
+    for i, op in enumerate(graph.main.operators):
+        op.location = f"node_{i}"
+    other = _renamed(graph, "o_")
+    report = diff(graph, case.inputs, against=other, provenance={k: "o_" + k for k in case.inputs})
+    statuses = [t for op in report.ops for t in op.outputs]
+    assert statuses and all(t.status == "exact" for t in statuses)
+    assert {t.matched_by for t in statuses} == {"location"}
+
+    changed, index = _with_multiplier_changed(graph, case.inputs)
+    report = diff(changed, case.inputs, against=other, provenance={k: "o_" + k for k in case.inputs})
+    assert report.first_divergence.index == index
+
+    plain = tosa_verify.load(case.data)  # no locations: explicit mapping only
+    mapping = {n: "o_" + n for n in plain.main.tensors}
+    other2 = _renamed(plain, "o_")
+    report = diff(plain, case.inputs, against=other2, provenance=mapping)
+    matched = [t for op in report.ops for t in op.outputs]
+    assert all(t.matched_by == "provenance" and t.status == "exact" for t in matched)
+
+
+def test_extract_operator_keeps_consts_and_turns_other_inputs_into_graph_inputs():
+    case = _quantized_net(1)
+    graph = tosa_verify.load(case.data)
+    index = _rescale_indices(graph)[0]
+    one = extract_operator(graph, index)
+    op = graph.main.operators[index]
+    assert one.main.inputs == [op.inputs[0]]
+    assert one.main.outputs == op.outputs
+    assert [o.op for o in one.main.operators] == ["CONST"] * 4 + ["RESCALE"]
+    value = tosa_verify.run(case.data, case.inputs, capture=True).tensors[op.inputs[0]]
+    np.testing.assert_array_equal(
+        tosa_verify.run(to_flatbuffer(one), [value])[0],
+        tosa_verify.run(case.data, case.inputs, capture=True).tensors[op.outputs[0]],
+    )
+
+
+def test_random_inputs_dtypes_ranges_and_seed():
+    tensors = {
+        "a": Tensor("a", (50,), "INT8"), "b": Tensor("b", (50,), "INT16"), "c": Tensor("c", (5,), "BF16"),
+        "d": Tensor("d", (30,), "INT4"), "e": Tensor("e", (4,), "BOOL"), "f": Tensor("f", (3,), "FP32"),
+    }
+    g = Graph((1, 0, 0, False), [Region("main", [Block("main", [], tensors, list(tensors), [])])])
+    r1, r2, r3 = random_inputs(g, 1), random_inputs(g, 1), random_inputs(g, 2)
+    assert {k: v.dtype for k, v in r1.items()} == {
+        "a": np.int8, "b": np.int16, "c": np.dtype("V2"), "d": np.int8, "e": np.bool_, "f": np.float32,
+    }
+    assert all(np.array_equal(r1[k].view(np.uint8), r2[k].view(np.uint8)) for k in r1)
+    assert not np.array_equal(r1["a"], r3["a"])
+    assert r1["d"].min() >= -7 and r1["d"].max() <= 7  # int4_t excludes -8
+    assert r1["a"].min() < -64 and r1["a"].max() > 64  # the full int8 range is used
+
+
+def test_diff_main_exit_codes_and_outputs(tmp_path, capsys):
+    case = _quantized_net(3)
+    good = tmp_path / "good.tosa"
+    good.write_bytes(case.data)
+    changed, _ = _with_multiplier_changed(tosa_verify.load(case.data), case.inputs)
+    bad = tmp_path / "bad.tosa"
+    bad.write_bytes(to_flatbuffer(changed))
+    for i, value in enumerate(case.inputs.values()):
+        np.save(tmp_path / f"in{i}.npy", value)
+
+    assert diff_main([str(good), "--seed", "3"]) == 0
+    assert "operators agree" in capsys.readouterr().out
+
+    args = [str(bad), "--against", str(good), "--input", str(tmp_path / "in0.npy"),
+            "--json", str(tmp_path / "r.json"), "--repro-dir", str(tmp_path / "repro")]
+    assert diff_main(args) == 1
+    printed = capsys.readouterr().out
+    assert "first divergence" in printed and "repro written" in printed
+    assert json.loads((tmp_path / "r.json").read_text())["first_divergence"]["op"] == "RESCALE"
+    assert [v.status for v in run_repro(tmp_path / "repro")] == ["mismatch"]
+
+    name = next(iter(case.inputs))
+    assert diff_main([str(good), "--input", f"{name}={tmp_path / 'in0.npy'}"]) == 0
+    capsys.readouterr()
+    (tmp_path / "junk.tosa").write_bytes(b"not a graph at all")
+    assert diff_main([str(tmp_path / "junk.tosa")]) == 2
+    assert "error" in capsys.readouterr().err
+    assert diff_main([str(good), "--input", str(tmp_path / "missing.npy")]) == 2
+
+
+def test_float_graph_precise_diff_uses_the_verifier():
+    b = Builder(np.random.default_rng(11))
+    x = b.input((1, 4, 12), "FP32")
+    w = b.input((1, 12, 3), "FP32")
+    z1, z2 = b.const(np.array([0.0]), "FP32"), b.const(np.array([0.0]), "FP32")
+    y = b.op("MATMUL", [x, w, z1, z2], (1, 4, 3), "FP32")
+    t = b.op("TANH", [y], (1, 4, 3), "FP32")
+    case = b.finish([t])
+    fast = diff(case.data, case.inputs)
+    assert fast.ok, fast.format_table()
+    precise = diff(case.data, case.inputs, precise=True)
+    assert precise.ok, precise.format_table()
+    methods = {t.verdict.method for op in precise.ops for t in op.outputs}
+    assert methods <= {"verifier", "exact"} and "verifier" in methods
+
+
+def test_unknown_other_graph_inputs_are_reported():
+    case = _quantized_net(1)
+    other = _renamed(tosa_verify.load(case.data), "zz_")
+    with pytest.raises(tosa_verify.TosaInputError):
+        diff(case.data, case.inputs, against=other)
+
+
+def test_write_repro_without_divergence_needs_an_operator(tmp_path):
+    case = _quantized_net(8)
+    report = diff(case.data, case.inputs)
+    with pytest.raises(ValueError):
+        report.write_repro(tmp_path)
+    index = _rescale_indices(report.graph)[0]
+    out = report.write_repro(tmp_path, op=index)
+    assert [v.status for v in run_repro(out)] == ["exact"]
+    assert json.loads((out / "repro.json").read_text())["reproduces"] is False
+
+
+def test_operators_in_report_skip_constants():
+    case = _quantized_net(9)
+    report = diff(case.data, case.inputs)
+    assert "CONST" not in {op.op for op in report.ops}
+    graph = tosa_verify.load(case.data)
+    assert [op.index for op in report.ops] == [
+        i for i, op in enumerate(graph.main.operators) if op.op not in ("CONST", "CONST_SHAPE")
+    ]
+
+
+def test_operator_location_is_reported():
+    case = _quantized_net(10)
+    graph = tosa_verify.load(case.data)
+    for i, op in enumerate(graph.main.operators):
+        op.location = f"torch_node_{i}"
+    report = diff(graph, case.inputs)
+    assert all(op.location.startswith("torch_node_") for op in report.ops)
