@@ -146,7 +146,8 @@ def diff_case(case: str, old: Golden, new: Golden, thresholds: Thresholds) -> Ca
         if name not in old.outputs or name not in new.outputs:
             result.findings.append(Finding("numerical-regression", f"output {name!r} exists on one side only"))
             continue
-        result.findings.extend(_compare_output(name, old.outputs[name], new.outputs[name], thresholds, first_changed))
+        result.findings.extend(
+            _compare_output(name, old.outputs[name], new.outputs[name], thresholds, first_changed, new))
     result.findings.extend(_compare_sqnr(old, new, thresholds))
     result.findings.extend(_compare_performance(old, new, thresholds))
     for key in ("quantization", "model_hash", "input_seed"):
@@ -160,6 +161,7 @@ def diff_case(case: str, old: Golden, new: Golden, thresholds: Thresholds) -> Ca
 
 
 def _locate(golden: Golden, tensor: str) -> dict[str, str]:
+    """Finding fields naming ``tensor`` and, through its statistics, its torch node and module."""
     s = golden.stats.get(tensor)
     return {"tensor": tensor, "torch_node": s.torch_node if s else "", "module_path": s.module_path if s else ""}
 
@@ -176,7 +178,8 @@ def _first_changed_tensor(old: Golden, new: Golden) -> str:
     return ""
 
 
-def _compare_output(name: str, a: np.ndarray, b: np.ndarray, t: Thresholds, first_changed: str) -> list[Finding]:
+def _compare_output(name: str, a: np.ndarray, b: np.ndarray, t: Thresholds, first_changed: str,
+                    new: Golden) -> list[Finding]:
     if a.shape != b.shape or a.dtype != b.dtype:
         return [Finding("numerical-regression", f"output {name!r} changed from {a.dtype}{list(a.shape)} to {b.dtype}{list(b.shape)}")]
     if a.dtype.kind in "biuV":
@@ -188,7 +191,7 @@ def _compare_output(name: str, a: np.ndarray, b: np.ndarray, t: Thresholds, firs
         msg = f"integer output {name!r} changed in {int(changed.sum())} of {a.size} elements (max {steps} steps)"
         if first_changed:
             msg += f"; first changed layer: {first_changed!r}"
-        return [Finding("numerical-regression", msg, first_changed)]
+        return [Finding("numerical-regression", msg, **_locate(new, first_changed))]
     af, bf = a.astype(np.float64), b.astype(np.float64)
     if np.array_equal(af, bf, equal_nan=True):
         return []
@@ -199,7 +202,7 @@ def _compare_output(name: str, a: np.ndarray, b: np.ndarray, t: Thresholds, firs
     msg = f"float output {name!r} outside atol {t.float_atol}/rtol {t.float_rtol} in {int((~close).sum())} elements (max abs {worst:.3g})"
     if first_changed:
         msg += f"; first changed layer: {first_changed!r}"
-    return [Finding("numerical-regression", msg, first_changed)]
+    return [Finding("numerical-regression", msg, **_locate(new, first_changed))]
 
 
 def _compare_sqnr(old: Golden, new: Golden, t: Thresholds) -> list[Finding]:

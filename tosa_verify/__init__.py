@@ -10,6 +10,7 @@ from __future__ import annotations
 from . import reference
 from .compare import Verdict, compare
 from .diff import DiffReport, diff
+from .drift import DriftReport, drift
 from .errors import (
     TosaError,
     TosaFormatError,
@@ -32,6 +33,7 @@ __all__ = [
     "SUPPORTED_OPS",
     "Block",
     "DiffReport",
+    "DriftReport",
     "Graph",
     "Interpreter",
     "Operator",
@@ -48,6 +50,7 @@ __all__ = [
     "Verdict",
     "compare",
     "diff",
+    "drift",
     "load",
     "reference",
     "run",

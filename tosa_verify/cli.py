@@ -27,8 +27,24 @@ Verbs:
            compare every operator's output, name the first divergence, write a one-op repro
   compile  compile an INT TOSA graph for an Ethos-U55/U65/U85 target with Vela, print performance
   support  list the operators Vela will not accept for a target, without compiling
+  check    the whole job on a model: quantize and lower -> validate -> interpreter vs reference
+           diff -> drift vs float -> Vela compile -> golden compare -> report (default model:
+           the built-in digits CNN)
 
 Exit codes: 0 success, 1 a check failed, 2 an error (bad input, invalid graph).
+"""
+
+
+CHECK_DESCRIPTION = """\
+Run the whole job on a model and gate it:
+  1 quantize and lower (lowering.lower, INT by default)   2 validate the TOSA (spec ERROR_IFs)
+  3 interpreter vs reference model, op by op              4 drift vs float, per layer
+  5 Vela compile for each --target                        6 golden compare (--golden DIR)
+  7 report: terminal summary, --report report.html with plots, --json
+
+MODEL is path/file.py:factory or package.module:factory returning (module, example_inputs[,
+calibration]); without MODEL the built-in digits CNN (trained on scikit-learn's load_digits) is used.
+Exit codes: 0 all gates pass, 1 a gate failed, 2 an error.
 """
 
 
@@ -114,6 +130,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_compile_parser(sub)
     add_support_parser(sub)
+
+    from .check import add_check_arguments, check_main
+
+    p = sub.add_parser("check", help="quantize, lower, verify, analyse drift, compile and gate a model",
+                       description=CHECK_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_check_arguments(p)
+    p.set_defaults(func=check_main)
     return parser
 
 

@@ -1,0 +1,132 @@
+"""Interpreter speed and memory against the TOSA reference model, on the same graphs and inputs.
+
+The graphs come from a peer producer, ExecuTorch's Arm backend (TOSA-1.0+INT and TOSA-1.0+FP),
+lowering a MobileNetV2 (width 1.0, 224x224, built in code with random weights, as in
+``lowering.zoo``). Each executor runs in its own fresh process, so peak memory (ru_maxrss above
+the process's baseline after imports) is its own. Printed: the ratio ours/reference of the median
+run time and of peak memory, and whether the outputs agree (INT exactly).
+
+    python benchmarks/bench_interpreter.py [--repeats 5] [--width 1.0]
+
+Not part of the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+WORKER = r"""
+import json, resource, sys, time
+import numpy as np
+graph_path, inputs_path, executor, repeats, out_path = sys.argv[1:6]
+data = open(graph_path, "rb").read()
+inputs = [np.load(inputs_path)]
+if executor == "ours":
+    import tosa_verify
+    run = lambda: tosa_verify.run(data, inputs)
+else:
+    import tosa_reference_model
+    def run():
+        outs, status = tosa_reference_model.run(data, inputs)
+        assert "VALID" in str(status), status
+        return outs
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+times = []
+for _ in range(int(repeats)):
+    t = time.perf_counter(); outs = run(); times.append(time.perf_counter() - t)
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+np.save(out_path, np.asarray(outs[0]))
+print(json.dumps({"times": times, "peak_kib": peak - base}))
+"""
+
+
+def lower_with_executorch(width: float, profile: str) -> tuple[bytes, np.ndarray]:
+    """TOSA bytes of MobileNetV2 lowered by ExecuTorch's Arm backend, and a graph input."""
+    import torch
+    from executorch.backends.arm.quantizer import TOSAQuantizer, get_symmetric_quantization_config
+    from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
+    from executorch.backends.arm.tosa.partitioner import TOSAPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    from lowering.zoo import MobileNetV2
+
+    torch.manual_seed(0)
+    model = MobileNetV2(width).eval()
+    example = (torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(7)),)
+    spec = TosaCompileSpec(f"TOSA-1.0+{profile}")
+    if profile == "INT":
+        quantizer = TOSAQuantizer(spec)
+        quantizer.set_global(get_symmetric_quantization_config())
+        graph = torch.export.export(model, example).module(check_guards=False)
+        prepared = prepare_pt2e(graph, quantizer)
+        prepared(*example)
+        model = convert_pt2e(prepared)
+    program = torch.export.export(model, example)
+    edge = to_edge_transform_and_lower(program, partitioner=[TOSAPartitioner(spec)])
+    payloads = [m.processed_bytes for _, m in edge.exported_program().graph_module.named_modules()
+                if hasattr(m, "processed_bytes")]
+    if len(payloads) != 1:
+        raise SystemExit(f"expected one delegated TOSA graph, got {len(payloads)}")
+    import tosa_verify
+
+    graph = tosa_verify.load(payloads[0])
+    decl = graph.main.tensors[graph.main.inputs[0]]
+    rng = np.random.default_rng(0)
+    if decl.dtype == "INT8":
+        x = rng.integers(-128, 128, size=decl.shape, dtype=np.int8)
+    else:
+        x = rng.standard_normal(decl.shape).astype(np.float32)
+    return payloads[0], x
+
+
+def measure(executor: str, graph: Path, x: Path, repeats: int, out: Path) -> dict:
+    proc = subprocess.run([sys.executable, "-c", WORKER, str(graph), str(x), executor, str(repeats), str(out)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"{executor} worker failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--width", type=float, default=1.0, help="MobileNetV2 width multiplier")
+    args = parser.parse_args(argv)
+    import tosa_verify
+
+    print(f"MobileNetV2 width {args.width}, 224x224, lowered by ExecuTorch's Arm backend; median of {args.repeats}")
+    print(f"{'graph':<8} {'ops':>5} {'time ours/ref':>14} {'peak mem ours/ref':>18} {'outputs':>22}")
+    worst = 0.0
+    with tempfile.TemporaryDirectory() as tmp:
+        tmpdir = Path(tmp)
+        for profile in ("INT", "FP"):
+            data, x = lower_with_executorch(args.width, profile)
+            graph_path, x_path = tmpdir / f"{profile}.tosa", tmpdir / f"{profile}_x.npy"
+            graph_path.write_bytes(data)
+            np.save(x_path, x)
+            ours = measure("ours", graph_path, x_path, args.repeats, tmpdir / "ours.npy")
+            ref = measure("reference", graph_path, x_path, args.repeats, tmpdir / "ref.npy")
+            a, b = np.load(tmpdir / "ours.npy"), np.load(tmpdir / "ref.npy")
+            if profile == "INT":
+                agree = "bit-exact" if np.array_equal(a, b) else f"DIFFER in {int((a != b).sum())}"
+            else:
+                agree = f"max abs diff {float(np.max(np.abs(a.astype(np.float64) - b))):.2e}"
+            ratio = float(np.median(ours["times"]) / np.median(ref["times"]))
+            mem = ours["peak_kib"] / max(ref["peak_kib"], 1)
+            worst = max(worst, ratio)
+            ops = sum(len(b.operators) for r in tosa_verify.load(data).regions for b in r.blocks)
+            print(f"{profile:<8} {ops:>5} {ratio:>14.2f} {mem:>18.2f} {agree:>22}")
+    print(f"target: time ratio <= 1.0; worst {worst:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""`tosa-verify check`: steps, gates, exit codes, model loading, HTML/JSON report."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tosa_verify.check import CheckError, add_check_arguments, check_main, load_model
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def run_check(argv: list[str], capsys) -> tuple[int, str, str]:
+    parser = argparse.ArgumentParser(prog="tosa-verify check")
+    add_check_arguments(parser)
+    code = check_main(parser.parse_args(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_mlp_passes_its_gates_and_writes_html_and_json(tmp_path, capsys):
+    html_path, json_path = tmp_path / "r.html", tmp_path / "r.json"
+    code, out, err = run_check(["lowering.zoo:mlp", "--min-sqnr", "30", "--max-lsb", "0",
+                                "--report", str(html_path), "--json", str(json_path)], capsys)
+    assert code == 0, out + err
+    for i, step in enumerate(["quantize and lower", "validate", "interpreter vs reference model",
+                              "drift vs float", "Vela compile", "golden compare", "report"], start=1):
+        assert re.search(rf"\[{i}/7\] {step}.* \.\.\. ", err), err
+    assert re.search(r"\[1/7\] quantize and lower \.\.\. \d+\.\d s", err)
+    assert "RESULT: PASS" in out and "min-sqnr" in out and "ethos-u55-128" in out
+
+    page = html_path.read_text()
+    images = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
+    assert len(images) == 3  # SQNR along the network, error histogram, cycles per layer
+    assert all(base64.b64decode(img)[:8] == PNG_MAGIC for img in images)
+    assert "Rounding explainer" in page and "linear_1" in page
+
+    data = json.loads(json_path.read_text())
+    assert data["passed"] is True
+    assert {g["name"] for g in data["gates"]} >= {"min-sqnr", "max-lsb", "interpreter == reference model",
+                                                   "Vela compiles for ethos-u55-128"}
+    assert data["vela"]["ethos-u55-128"]["performance"]["total_cycles"] > 0
+    assert data["drift"]["rows"][-1]["tensor"] in data["drift"]["outputs"]
+
+
+def test_a_failing_gate_exits_1(capsys):
+    code, out, _ = run_check(["lowering.zoo:mlp", "--no-vela", "--min-sqnr", "200"], capsys)
+    assert code == 1
+    assert "RESULT: FAIL (min-sqnr)" in out
+
+
+def test_model_file_that_fails_to_import_is_a_one_line_error(tmp_path, capsys):
+    bad = tmp_path / "bad_model.py"
+    bad.write_text("import torch\nraise RuntimeError('broken on purpose')\n")
+    code, out, err = run_check([f"{bad}:build", "--no-vela"], capsys)
+    assert code == 2
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("tosa-verify check: error: cannot import model")
+    assert "RuntimeError: broken on purpose" in last
+    assert "Traceback" not in err
+
+
+def test_factory_in_a_file_with_calibration(tmp_path, capsys):
+    src = tmp_path / "my_model.py"
+    src.write_text(
+        "import torch\n"
+        "def build():\n"
+        "    torch.manual_seed(0)\n"
+        "    m = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.ReLU(), torch.nn.Linear(5, 2)).eval()\n"
+        "    g = torch.Generator().manual_seed(1)\n"
+        "    return m, (torch.randn(3, 6, generator=g),), [(torch.randn(3, 6, generator=g),) for _ in range(4)]\n"
+    )
+    code, out, err = run_check([f"{src}:build", "--no-vela"], capsys)
+    assert code == 0, err
+    assert "build, " in err  # the factory name labels the run
+
+
+def test_golden_record_compare_and_missing(tmp_path, capsys):
+    store = tmp_path / "goldens"
+    code, out, _ = run_check(["lowering.zoo:mlp", "--no-vela", "--golden", str(store), "--update-golden"], capsys)
+    assert code == 0 and (store / "mlp" / "INT" / "manifest.json").exists()
+    code, out, _ = run_check(["lowering.zoo:mlp", "--no-vela", "--golden", str(store)], capsys)
+    assert code == 0 and "mlp/INT: identical" in out
+    code, out, _ = run_check(["lowering.zoo:mlp", "--no-vela", "--golden", str(store), "--case", "other"], capsys)
+    assert code == 1 and "no golden recorded for 'other/INT'" in out
+
+
+def test_option_errors_exit_2(capsys):
+    code, _, err = run_check(["lowering.zoo:mlp", "--max-cycles-increase", "5"], capsys)
+    assert code == 2 and "--golden" in err
+    code, _, err = run_check(["lowering.zoo:mlp", "--target", "ethos-u99-1"], capsys)
+    assert code == 2 and "ethos-u99-1" in err
+
+
+def test_load_model_specs(tmp_path):
+    assert load_model("lowering.zoo:mlp").name == "mlp"
+    assert load_model("mlp").source == "lowering.zoo:mlp"
+    with pytest.raises(CheckError, match="unknown model 'nope'"):
+        load_model("nope")
+    with pytest.raises(CheckError, match="no callable 'missing'"):
+        load_model("lowering.zoo:missing")
+    with pytest.raises(CheckError, match="No module named"):
+        load_model("no_such_package.models:build")
+    (tmp_path / "syn.py").write_text("def f(:\n")
+    with pytest.raises(CheckError, match="SyntaxError"):
+        load_model(f"{tmp_path / 'syn.py'}:f")
+    (tmp_path / "shape.py").write_text("def f():\n    return 3\n")
+    with pytest.raises(CheckError, match=r"must return \(module, example_inputs"):
+        load_model(f"{tmp_path / 'shape.py'}:f")
+
+
+@pytest.mark.slow
+def test_mobilenet_v2_check_end_to_end(tmp_path):
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "tosa_verify.check", "lowering.zoo:mobilenet_v2",
+                           "--report", str(tmp_path / "m.html")], capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "RESULT: PASS" in proc.stdout
+    assert elapsed < 120, f"check took {elapsed:.0f} s"

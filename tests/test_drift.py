@@ -1,0 +1,196 @@
+"""tosa_verify.drift against independent recomputations (torch hooks, direct graph edits)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import lowering
+import tosa_verify
+from lowering import zoo
+from tosa_verify.drift import DriftReport, DriftRow, ErrorStats
+from tosa_verify.writer import to_flatbuffer
+
+
+class ConvFC(torch.nn.Module):
+    """A conv whose output is not followed by an activation (so its TOSA tensor is NHWC and plain)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(2, 4, 3, padding=1)
+        self.fc = torch.nn.Linear(4 * 5 * 5, 6)
+
+    def forward(self, x):
+        return self.fc(self.conv(x).flatten(1))
+
+
+@pytest.fixture(scope="module")
+def conv_fc():
+    torch.manual_seed(0)
+    model = ConvFC().eval()
+    gen = torch.Generator().manual_seed(3)
+    calib = [(torch.randn(2, 2, 5, 5, generator=gen),) for _ in range(4)]
+    x = (torch.randn(2, 2, 5, 5, generator=gen),)
+    lm = lowering.lower(model, x, calibration=calib)
+    return model, x, lm
+
+
+@pytest.fixture(scope="module")
+def mlp():
+    model, example, calib = zoo.mlp()
+    return model, example, lowering.lower(model, example, calibration=calib)
+
+
+def _sqnr(ref: np.ndarray, test: np.ndarray) -> float:
+    ref, test = ref.astype(np.float64), test.astype(np.float64)
+    return 10 * math.log10(np.sum(ref**2) / np.sum((ref - test) ** 2))
+
+
+def _dequant(lm, name: str, value: np.ndarray) -> np.ndarray:
+    qp = lm.quant_params[name]
+    return (value.astype(np.float64) - qp["zero_point"][0]) * qp["scale"][0]
+
+
+def test_layer_sqnr_matches_a_direct_computation_from_torch_activations(conv_fc):
+    model, x, lm = conv_fc
+    float_conv = {}
+    handle = model.conv.register_forward_hook(lambda m, i, o: float_conv.setdefault("v", o.detach()))
+    model(*x)
+    handle.remove()
+    captured = tosa_verify.run(lm.tosa, lm.quantize_inputs(*x), capture=True).tensors
+
+    report = tosa_verify.drift(lm, x)
+    row = report.row("conv2d")
+    assert row.torch_node == "conv2d" and row.module_path == "conv"
+    assert row.layout == "NHWC" and row.shape == (2, 5, 5, 4)
+
+    f = float_conv["v"].permute(0, 2, 3, 1).numpy().astype(np.float64)  # NCHW -> TOSA NHWC
+    t = _dequant(lm, "conv2d", captured["conv2d"])
+    assert row.total.sqnr_db == pytest.approx(_sqnr(f, t), rel=1e-9)
+    cos = float(np.sum(f * t) / (np.linalg.norm(f) * np.linalg.norm(t)))
+    assert row.total.cosine == pytest.approx(cos, rel=1e-9)
+    scale = lm.quant_params["conv2d"]["scale"][0]
+    assert row.total.max_abs == pytest.approx(float(np.abs(f - t).max()), rel=1e-9)
+    assert row.total.max_steps == pytest.approx(float(np.abs(f - t).max()) / scale, rel=1e-9)
+
+    # the graph output against the float model's output
+    out = report.output_rows[0]
+    t_out = _dequant(lm, out.tensor, captured[out.tensor]).reshape(2, 6)
+    assert out.total.sqnr_db == pytest.approx(_sqnr(model(*x).detach().numpy(), t_out), rel=1e-9)
+
+
+def test_fake_quant_column_is_the_fake_quant_models_own_value(mlp):
+    model, x, lm = mlp
+    report = tosa_verify.drift(lm, x, local=False, rounding=False)
+    out = report.output_rows[0]
+    fq = lm.quantized_model(*x).detach().numpy().astype(np.float64)   # ends in a dequantize node
+    f = model(*x).detach().numpy()
+    assert out.quantization.sqnr_db == pytest.approx(_sqnr(f, fq), abs=0.05)
+    # a faithful lowering: the TOSA output sits on the fake-quant grid point
+    assert out.lowering.off == 0 and out.lowering.max_steps == 0
+    assert all(r.executor_mismatched == 0 for r in report.rows)
+
+
+def _perturb(lm, name: str, factor: float):
+    graph = tosa_verify.load(lm.tosa)
+    decl = graph.main.tensors[name]
+    decl.data = np.round(decl.data.astype(np.float64) * factor).astype(decl.data.dtype)
+    return dataclasses.replace(lm, tosa=to_flatbuffer(graph))
+
+
+def test_perturbed_rescale_multiplier_shows_up_as_lowering_error_at_that_layer(mlp):
+    model, x, lm = mlp
+    clean = tosa_verify.drift(lm, x, rounding=False)
+    assert clean.first_lowering_divergence() is None
+
+    broken = tosa_verify.drift(_perturb(lm, "linear_1__rescale_mult", 1.03), x, rounding=False)
+    first = broken.first_lowering_divergence()
+    assert first is not None and first.torch_node == "linear_1" and first.module_path == "layers.1"
+    assert first.local_lowering.off > 0 and first.local_lowering.max_steps >= 1
+    # upstream untouched, downstream affected only by propagation (its own layer is exact)
+    assert broken.row("linear").lowering.off == 0 and broken.row("linear").local_lowering.off == 0
+    assert broken.row("linear_2").lowering.off > 0
+    assert broken.row("linear_2").local_lowering.off == 0
+    assert broken.row("linear_1").total.sqnr_db < clean.row("linear_1").total.sqnr_db
+    assert "lowering first departs from fake-quant at linear_1" in broken.format_table()
+
+
+def test_local_error_isolates_a_layer_from_upstream_error(mlp):
+    model, x, lm = mlp
+    # wreck the first layer's multiplier: the propagated SQNR of later layers collapses, the
+    # local SQNR of later layers (fed float-accurate inputs) does not
+    broken = tosa_verify.drift(_perturb(lm, "linear__rescale_mult", 0.5), x, rounding=False)
+    clean = tosa_verify.drift(lm, x, rounding=False)
+    assert broken.row("linear_2").total.sqnr_db < clean.row("linear_2").total.sqnr_db - 6
+    assert broken.row("linear_2").local.sqnr_db == pytest.approx(clean.row("linear_2").local.sqnr_db, abs=1e-9)
+    assert broken.row("linear").local.sqnr_db < 10
+
+
+def test_rounding_explainer_agrees_with_a_full_rerun(mlp):
+    model, x, lm = mlp
+    report = tosa_verify.drift(lm, x)
+    tosa_in = lm.quantize_inputs(*x)
+    base = tosa_verify.run(lm.tosa, tosa_in, capture=True).tensors
+    assert len(report.rounding) == lm.op_counts["RESCALE"]
+    for r in report.rounding:
+        assert r.op == "RESCALE" and r.mode == "SINGLE_ROUND" and r.alternative == "DOUBLE_ROUND"
+        graph = tosa_verify.load(lm.tosa)
+        op = graph.main.operators[r.op_index]
+        op.attrs["rounding_mode"] = "DOUBLE_ROUND"
+        flipped = tosa_verify.run(to_flatbuffer(graph), tosa_in, capture=True).tensors
+        assert r.changed == int(np.count_nonzero(flipped[r.tensor] != base[r.tensor]))
+        out = lm.output_names[0]
+        assert r.output_changed == int(np.count_nonzero(flipped[out] != base[out]))
+        assert r.travelled is (r.changed > 0)
+
+
+def test_rounding_travel_budget_limits_reruns(mlp):
+    model, x, lm = mlp
+    report = tosa_verify.drift(lm, x, rounding_travel=0)
+    assert all(r.travelled is None for r in report.rounding if r.changed)
+    assert all(r.travelled is False for r in report.rounding if not r.changed)
+
+
+def test_report_formats_and_json(conv_fc):
+    model, x, lm = conv_fc
+    report = tosa_verify.drift(lm, x)
+    assert isinstance(report, DriftReport) and all(isinstance(r, DriftRow) for r in report.rows)
+    assert isinstance(report.rows[0].total, ErrorStats)
+    table = report.format_table()
+    for r in report.rows:
+        assert r.tensor[-10:] in table
+    assert "rounding explainer" in table and "executor: interpreter == reference model" in table
+    data = json.loads(report.to_json())
+    assert [r["tensor"] for r in data["rows"]] == [r.tensor for r in report.rows]
+    assert data["attribution"][report.outputs[0]]["quantization_share"] > 0.9
+    # rows are in topological order: graph inputs first, then by producing operator
+    indices = [r.op_index for r in report.rows]
+    assert indices == sorted(indices)
+    assert report.rows[0].op == "input"
+
+
+def test_fp_profile_reports_float_rounding_only():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3)).eval()
+    x = (torch.randn(2, 8),)
+    lm = lowering.lower(model, x, profile="FP")
+    report = tosa_verify.drift(lm, x)
+    assert report.profile == "FP" and report.rounding == []
+    out = report.output_rows[0]
+    assert out.scale is None and out.quantization is None
+    assert out.total.sqnr_db > 100
+    assert report.first_lowering_divergence() is None
+
+
+def test_library_does_not_import_lowering():
+    code = ("import sys, tosa_verify, tosa_verify.drift, tosa_verify.report, tosa_verify.check;"
+            "bad = [m for m in ('lowering', 'ethosu', 'golden') if m in sys.modules];"
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True)
