@@ -1,0 +1,43 @@
+"""The tosa_golden fixture end to end, in pytest runs of their own (pytester subprocesses:
+in-process runs would import torch twice into one interpreter)."""
+
+from __future__ import annotations
+
+pytest_plugins = ["pytester"]
+
+TEST_FILE = """
+import torch
+
+def build(bias_shift=0.0):
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)).eval()
+    with torch.no_grad():
+        m[2].bias += bias_shift
+    return m, (torch.randn(2, 8, generator=torch.Generator().manual_seed(1)),)
+
+def test_model(tosa_golden):
+    import os
+    model, example = build(float(os.environ.get("BIAS_SHIFT", "0")))
+    tosa_golden.check(model, example, name="mlp")
+"""
+
+
+def test_record_then_compare_then_catch_a_regression(pytester, monkeypatch):
+    pytester.makepyfile(test_golden_model=TEST_FILE)
+    golden_dir = pytester.path / "goldens"
+
+    first = pytester.runpytest_subprocess(f"--tosa-golden-dir={golden_dir}")
+    first.assert_outcomes(failed=1)
+    first.stdout.fnmatch_lines(["*no golden recorded for 'mlp/INT'*--tosa-golden-update*"])
+
+    record = pytester.runpytest_subprocess(f"--tosa-golden-dir={golden_dir}", "--tosa-golden-update")
+    record.assert_outcomes(passed=1)
+    assert (golden_dir / "mlp" / "INT" / "manifest.json").exists()
+
+    again = pytester.runpytest_subprocess(f"--tosa-golden-dir={golden_dir}")
+    again.assert_outcomes(passed=1)
+
+    monkeypatch.setenv("BIAS_SHIFT", "0.5")
+    changed = pytester.runpytest_subprocess(f"--tosa-golden-dir={golden_dir}")
+    changed.assert_outcomes(failed=1)
+    changed.stdout.fnmatch_lines(["*golden regression*", "*mlp/INT: NUMERICAL-REGRESSION*"])
