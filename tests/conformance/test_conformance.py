@@ -16,7 +16,6 @@ from .harness import SPEC_OPS, check_op
 #: Ops the generator produces no standalone cases for; each is covered by hand-made graphs
 #: checked against the reference model in tests/ops (the test file is named beside it).
 HAND_MADE = {
-    "CONST": "generated cases of every other op start with CONST",
     "CUSTOM": "tests/ops/test_control_flow_variables.py",
     # tosa-tools' generator has no variable tests, and its reference model rejects these op
     # codes; the hand-made tests compare them with the reference on the serializer's lowering.
@@ -36,3 +35,12 @@ def test_generated_cases(op: str, tmp_path) -> None:
 def test_every_spec_op_is_registered() -> None:
     missing = sorted(set(SPEC_OPS) - set(tosa_verify.SUPPORTED_OPS))
     assert not missing, f"ops of TOSA 1.0 without an implementation: {missing}"
+
+
+@pytest.mark.sweep
+@pytest.mark.parametrize("op", [op for op in SPEC_OPS if op not in HAND_MADE])
+def test_generated_cases_sweep(op: str, tmp_path) -> None:
+    """The larger sweep: more cases per dtype, every ERROR_IF kind three times, another seed."""
+    positives, negatives, failures = check_op(op, tmp_path, maximum=12, num_errorifs=3, seed=7)
+    assert positives > 0, f"the generator produced no positive cases for {op}"
+    assert not failures, f"{len(failures)} of {positives + negatives} cases fail:\n" + "\n".join(failures[:25])
