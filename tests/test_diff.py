@@ -301,3 +301,138 @@ def test_operator_location_is_reported():
         op.location = f"torch_node_{i}"
     report = diff(graph, case.inputs)
     assert all(op.location.startswith("torch_node_") for op in report.ops)
+
+
+# --------------------------------------------------------------------------- local FP verdicts
+
+
+def _float_chain(add_const: float = 0.5, seed: int = 11):
+    """FP32: MATMUL -> RESHAPE -> ADD (const) -> MUL (const) -> TANH.
+
+    The same ``seed`` gives the same tensor names and inputs, so two chains differing only in
+    ``add_const`` can be diffed against each other.
+    """
+    b = Builder(np.random.default_rng(seed))
+    x = b.input((1, 8, 32), "FP32")
+    w = b.input((1, 32, 6), "FP32")
+    z1, z2 = b.const(np.array([0.0]), "FP32"), b.const(np.array([0.0]), "FP32")
+    m = b.op("MATMUL", [x, w, z1, z2], (1, 8, 6), "FP32")
+    r = b.op("RESHAPE", [m, b.shape_const((8, 6))], (8, 6), "FP32")
+    a = b.op("ADD", [r, b.const(np.full((1, 6), add_const), "FP32")], (8, 6), "FP32")
+    s = b.op("MUL", [a, b.const(np.full((1, 6), 0.3), "FP32"), b.const(np.array([0], np.int8), "INT8")],
+             (8, 6), "FP32")
+    t = b.op("TANH", [s], (8, 6), "FP32")
+    return b.finish([t])
+
+
+def _by_op(report) -> dict:
+    return {op.op: op for op in report.ops}
+
+
+def test_precise_fp_rounding_differences_are_inherited_not_mismatches():
+    case = _float_chain()
+    report = diff(case.data, case.inputs, precise=True)
+    assert report.first_divergence is None and report.ok, report.format_table()
+    ops = _by_op(report)
+    matmul, reshape = ops["MATMUL"].outputs[0], ops["RESHAPE"].outputs[0]
+    # the fp32 MATMUL differs from the fp64 reference, within its dot-product bound
+    assert matmul.status == "within_compliance" and matmul.local.method == "verifier"
+    # RESHAPE is EXACT: globally it differs (it moved the MATMUL's rounding along) ...
+    assert reshape.verdict.status == "mismatch" and not reshape.inputs_identical
+    # ... but applied to our own input it is bit-exact: the difference is inherited
+    assert reshape.local.status == "exact" and reshape.status == "inherited" and reshape.inherited
+    assert not ops["RESHAPE"].diverges
+    assert {op.status for op in report.ops} <= {"exact", "within_compliance", "inherited"}
+    assert all(t.local is not None for op in report.ops for t in op.outputs if t.verdict.status != "exact")
+    text = report.format_table()
+    assert "inherited" in text and "local" in text and "operators agree on their own inputs" in text
+    data = json.loads(report.to_json())
+    rows = {op["op"]: op for op in data["ops"]}
+    assert rows["RESHAPE"]["status"] == "inherited" and rows["RESHAPE"]["outputs"][0]["inherited"] is True
+    assert rows["RESHAPE"]["outputs"][0]["local"]["status"] == "exact"
+    assert data["counts"].get("mismatch", 0) == 0 and data["first_divergence"] is None
+
+
+def test_fp_difference_of_a_compliant_op_propagates_as_inherited(monkeypatch):
+    """Non-precise mode: an interpreter MATMUL one ULP off (allowed) is not blamed downstream."""
+    case = _float_chain(seed=12)
+    real = REGISTRY["MATMUL"]
+
+    def one_ulp_up(call):
+        (out,) = real(call)
+        return [np.nextafter(out, np.float32(np.inf)).astype(out.dtype)]
+
+    monkeypatch.setitem(REGISTRY, "MATMUL", one_ulp_up)
+    report = diff(case.data, case.inputs)
+    assert report.first_divergence is None and report.ok, report.format_table()
+    ops = _by_op(report)
+    assert ops["MATMUL"].status == "within_compliance"
+    reshape = ops["RESHAPE"].outputs[0]
+    assert reshape.verdict.status == "mismatch" and reshape.status == "inherited"
+    assert reshape.local.status == "exact"
+    assert all(op.status != "mismatch" for op in report.ops)
+
+
+def test_fp_op_outside_its_bound_is_the_first_divergence_despite_upstream_differences(tmp_path, monkeypatch):
+    case = _float_chain(seed=13)
+    real = REGISTRY["ADD"]
+
+    def off_by_a_permille(call):  # far outside ADD's 0.5 ULP
+        (out,) = real(call)
+        return [(out * np.float32(1.001)).astype(out.dtype)]
+
+    monkeypatch.setitem(REGISTRY, "ADD", off_by_a_permille)
+    report = diff(case.data, case.inputs, precise=True)
+    first = report.first_divergence
+    assert first is not None and first.op == "ADD", report.format_table()
+    assert not report.ok
+    out = first.outputs[0]
+    assert out.status == "mismatch" and out.local.status == "mismatch" and out.local.method == "verifier"
+    assert not out.inputs_identical  # its input already carried the MATMUL's rounding
+    ops = _by_op(report)
+    assert ops["RESHAPE"].status == "inherited"
+    # downstream operators inherit the error but are themselves compliant
+    assert ops["MUL"].status == "inherited" and ops["TANH"].status in ("inherited", "within_compliance")
+    assert [op.op for op in report.ops if op.diverges] == ["ADD"]
+    text = report.format_table()
+    assert "first divergence: operator" in text and "local check: mismatch" in text
+    worst = json.loads(report.to_json())["first_divergence"]["worst"]
+    assert worst["check"] == "local" and worst["index"] is not None
+    repro = report.write_repro(tmp_path / "repro")
+    assert json.loads((repro / "repro.json").read_text())["reproduces"] is True
+    assert [v.status for v in run_repro(repro)] == ["mismatch"]  # still wrong
+    monkeypatch.setitem(REGISTRY, "ADD", real)
+    assert [v.status for v in run_repro(repro)] == ["within_compliance"]  # fixed
+
+
+def test_fp_graphs_differing_in_an_add_constant_name_that_add():
+    mine, theirs = _float_chain(0.5, seed=14), _float_chain(3.0, seed=14)
+    report = diff(mine.data, mine.inputs, against=theirs.data)
+    first = report.first_divergence
+    assert first is not None and first.op == "ADD", report.format_table()
+    assert first.outputs[0].local.status == "mismatch"
+    assert first.outputs[0].inputs_identical  # the changed constant is the operator's own
+    ops = _by_op(report)
+    assert ops["MATMUL"].status == ops["RESHAPE"].status == "exact"
+    # after the ADD both graphs compute the same thing on different values: inherited
+    assert ops["MUL"].outputs[0].verdict.status == "mismatch" and ops["MUL"].status == "inherited"
+    assert ops["TANH"].status == "inherited"
+    assert [op.op for op in report.ops if op.diverges] == ["ADD"]
+    assert len(report.constant_differences) == 1
+    assert report.local_inputs  # the other graph's operators were fed our values
+
+
+def test_integer_differences_downstream_are_mismatches_but_not_the_divergence():
+    case = _quantized_net(3)
+    original = tosa_verify.load(case.data)
+    changed, index = _with_multiplier_changed(original, case.inputs)
+    report = diff(changed, case.inputs, against=original)
+    assert report.first_divergence.index == index
+    assert report.first_divergence.outputs[0].inputs_identical
+    later = [op for op in report.ops if op.index > index and op.outputs[0].verdict.status != "exact"]
+    assert later, "the change should reach a later operator"
+    for op in later:  # never "inherited" for integers: still reported as mismatches ...
+        t = op.outputs[0]
+        assert t.status == "mismatch" and not t.inherited and not t.inputs_identical
+        # ... but re-run on our inputs they are exact, so they are not divergences
+        assert t.local is not None and t.local.status == "exact" and not op.diverges
