@@ -19,16 +19,8 @@ def rescale(em, src: str, out_dtype: str, scales, in_zp: int, out_zp: int, suffi
         # INT48 only takes 16-bit multipliers: first an exact power-of-two RESCALE to
         # INT32 (keeping >= 8 fractional bits of an output step), then a 32-bit one.
         sc = np.atleast_1d(np.asarray(scales, dtype=np.float64))
-        k = int(max(0, np.floor(np.log2(1.0 / (float(sc.max()) * 256.0)))))
-        k = min(k, 40)
-        m16 = em.const(f"{suffix}_pre_mult", [1 << 14], "INT16", [1])
-        s16 = em.const(f"{suffix}_pre_shift", [14 + k], "INT8", [1])
-        z48 = em.const(f"{suffix}_pre_izp", [0], "INT48", [1])
-        z32 = em.const(f"{suffix}_pre_ozp", [0], "INT32", [1])
-        mid = em.new(f"{suffix}_pre", shape, "INT32")
-        em.writer.op("RESCALE", [src, m16, s16, z48, z32], mid, scale32=False,
-                     rounding_mode="SINGLE_ROUND", per_channel=False, input_unsigned=False,
-                     output_unsigned=False)
+        k = int48_prescale_shift(sc)
+        mid = int48_to_int32(em, src, k, suffix)
         return rescale(em, mid, out_dtype, sc * (1 << k), 0, out_zp, suffix, out_name, per_channel)
     scale32 = True
     mults, shifts = quantize_scales(np.atleast_1d(np.asarray(scales, dtype=np.float64)), scale32)
@@ -43,6 +35,26 @@ def rescale(em, src: str, out_dtype: str, scales, in_zp: int, out_zp: int, suffi
                  rounding_mode="SINGLE_ROUND", per_channel=per_channel or n > 1,
                  input_unsigned=False, output_unsigned=False)
     return out
+
+
+def int48_prescale_shift(scales) -> int:
+    """The power-of-two step ``k`` of an INT48 -> INT32 pre-RESCALE for ``scales``: the
+    largest that keeps >= 8 fractional bits of an output step (at most 40)."""
+    sc = np.atleast_1d(np.asarray(scales, dtype=np.float64))
+    return min(int(max(0, np.floor(np.log2(1.0 / (float(sc.max()) * 256.0))))), 40)
+
+
+def int48_to_int32(em, src: str, k: int, suffix: str) -> str:
+    """RESCALE INT48 ``src`` to INT32, dividing by ``2**k`` with round-half-up."""
+    m16 = em.const(f"{suffix}_pre_mult", [1 << 14], "INT16", [1])
+    s16 = em.const(f"{suffix}_pre_shift", [14 + k], "INT8", [1])
+    z48 = em.const(f"{suffix}_pre_izp", [0], "INT48", [1])
+    z32 = em.const(f"{suffix}_pre_ozp", [0], "INT32", [1])
+    mid = em.new(f"{suffix}_pre", em.writer.shapes[src], "INT32")
+    em.writer.op("RESCALE", [src, m16, s16, z48, z32], mid, scale32=False,
+                 rounding_mode="SINGLE_ROUND", per_channel=False, input_unsigned=False,
+                 output_unsigned=False)
+    return mid
 
 
 def to_int32(em, src: str, qp: QParams, suffix: str, scale: float = 1.0) -> str:

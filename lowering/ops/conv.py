@@ -9,7 +9,7 @@ import torch
 from ..emitter import INT_OF
 from ..errors import LoweringError
 from ..passes.layout import NHWC
-from .common import rescale
+from .common import int48_prescale_shift, int48_to_int32, rescale
 from .registry import register
 
 aten = torch.ops.aten
@@ -104,6 +104,13 @@ def conv_core(em, node, x, in_shape, w, bias, stride, pads, dil, groups, out_sha
                      dilation=dil, local_bound=False, acc_type=acc)
     else:
         cg, og = Cin // groups, OC // groups
+        if int_mode:
+            # Each group is rescaled to the output type before the CONCAT (RESCALE is
+            # per channel, so this equals rescaling the concatenation): a CONCAT of INT48
+            # accumulators is not valid TOSA, and Vela 5.2 crashes on a CONCAT of INT32
+            # accumulators for Ethos-U55 when N > 1 and H == 1 (grouped conv1d).
+            scales = qx.s * np.broadcast_to(qw.scale.reshape(-1), (OC,)) / qo.s
+            k48 = int48_prescale_shift(scales) if acc == "INT48" else None
         parts = []
         for g in range(groups):
             sl_shape = list(in_shape[:3]) + [cg]
@@ -117,9 +124,17 @@ def conv_core(em, node, x, in_shape, w, bias, stride, pads, dil, groups, out_sha
             r = em.new(f"g{g}_acc", ps, out_dtype_acc)
             em.writer.op("CONV2D", [xs, wc, bc, xzp, wzp], r, pad=pads, stride=stride,
                          dilation=dil, local_bound=False, acc_type=acc)
+            if int_mode:
+                group_scales = scales[g * og:(g + 1) * og]
+                if k48 is not None:  # the same power-of-two step for every group
+                    r = int48_to_int32(em, r, k48, f"g{g}_rescale")
+                    group_scales = group_scales * (1 << k48)
+                r = rescale(em, r, INT_OF[qo.dtype], group_scales, 0, qo.zp, f"g{g}_rescale",
+                            per_channel=True)
             parts.append(r)
-        res = em.new("acc", out_shape, out_dtype_acc) if int_mode else em.out(node, NHWC)
+        res = em.out(node, NHWC)
         em.writer.op("CONCAT", parts, res, axis=3)
+        return res
     if not int_mode:
         return res
     scales = qx.s * np.broadcast_to(qw.scale.reshape(-1), (OC,)) / qo.s

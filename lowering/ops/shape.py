@@ -305,9 +305,21 @@ def flip(em, node):
     rank = len(em.shape(x_node))
     x = _maybe_requant(em, node, x_node, em.tensor(x_node))
     dims = sorted({d % rank for d in dims})
+    shape = list(em.shape(node))
+    dt = em.writer.dtypes[x]
     for i, d in enumerate(dims):
-        nxt = em.out(node) if i == len(dims) - 1 else em.new(f"rev{d}", em.shape(node), em.writer.dtypes[x])
-        em.writer.op("REVERSE", [x], nxt, axis=d)
+        nxt = em.out(node) if i == len(dims) - 1 else em.new(f"rev{d}", shape, dt)
+        if rank == 4 and d in (1, 2):
+            em.writer.op("REVERSE", [x], nxt, axis=d)
+        else:
+            # Ethos-U55/U65 reverse only the H or W axis of NHWC: view the tensor as
+            # [1, before, n, after] and reverse W (the same permutation of elements).
+            hw = [1, int(np.prod(shape[:d])), shape[d], int(np.prod(shape[d + 1:]))]
+            x4 = em.new(f"rev{d}_in", hw, dt)
+            em.writer.op("RESHAPE", [x, em.const_shape(f"rev{d}_in_shape", hw)], x4)
+            r4 = em.new(f"rev{d}_nhwc", hw, dt)
+            em.writer.op("REVERSE", [x4], r4, axis=2)
+            em.writer.op("RESHAPE", [r4, em.const_shape(f"rev{d}_out_shape", shape or [1])], nxt)
         x = nxt
     em.bind(node, x)
 
@@ -325,6 +337,14 @@ def upsample(em, node):
         sy = (2 * (OH - 1), 2 * (IH - 1)) if OH > 1 else (1, 1)
         sx = (2 * (OW - 1), 2 * (IW - 1)) if OW > 1 else (1, 1)
         off_y = off_x = 0
+    elif not bilinear and OH % IH == 0 and OW % IW == 0:
+        # Integer upscale u: half-pixel centres, scale 2u/2, offset 1-u (border u-1).
+        # TOSA's round-half-up then gives floor((2y+1)/(2u)) = floor(y/u), PyTorch's
+        # nearest; this is the one form Vela 5.2 maps onto Ethos-U55/U65 upscaling
+        # (an equivalent scale 2*OH/2*IH is refused there).
+        uy, ux = OH // IH, OW // IW
+        sy, sx = (2 * uy, 2), (2 * ux, 2)
+        off_y, off_x = 1 - uy, 1 - ux
     else:
         sy, sx = (2 * OH, 2 * IH), (2 * OW, 2 * IW)
         if bilinear:
