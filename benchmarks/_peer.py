@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import struct
 import tempfile
 import time
 from collections.abc import Callable
@@ -22,6 +21,9 @@ from pathlib import Path
 
 import torch
 from torch import nn
+
+# re-exported: tests and benchmarks split ExecuTorch's payload with ``_peer.read_vela_bin_stream``
+from ethosu.payload import read_vela_bin_stream  # noqa: F401
 
 # ----------------------------------------------------------------------------- models
 
@@ -226,31 +228,3 @@ def executorch_vela_compile(
         seconds = time.perf_counter() - start
         summary = next(Path(tmp, "output").glob("*_summary_*.csv")).read_text()
     return result.processed_bytes, summary, seconds
-
-
-# ----------------------------------------------------------------------------- payload
-
-_BLOCK_HEADER = struct.Struct("<16sIB11s")
-
-
-def read_vela_bin_stream(payload: bytes) -> dict[str, bytes]:
-    """Split ExecuTorch's Ethos-U payload into its named blocks.
-
-    Layout (``executorch/backends/arm/arm_vela.py``): a sequence of blocks, each a 32-byte
-    header -- 16-byte NUL-padded name, little-endian uint32 unpadded length, one external
-    flag byte, 11 reserved bytes -- followed by the data padded to 16 bytes. Blocks, in
-    order: ``vela_bin_stream`` (empty), ``cmd_data``, ``weight_data``, ``scratch_size``
-    (uint32), ``inputs``, ``outputs`` (int32 count, then per tensor 6 shape int32s, element
-    size, offset, region), ``vela_end_stream`` (empty).
-    """
-    blocks: dict[str, bytes] = {}
-    pos = 0
-    while pos + _BLOCK_HEADER.size <= len(payload):
-        raw_name, length, _external, _reserved = _BLOCK_HEADER.unpack_from(payload, pos)
-        pos += _BLOCK_HEADER.size
-        name = raw_name.split(b"\0", 1)[0].decode("utf-8")
-        blocks[name] = payload[pos : pos + length]
-        pos += (length + 15) // 16 * 16
-        if name == "vela_end_stream":
-            break
-    return blocks

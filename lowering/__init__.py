@@ -19,6 +19,19 @@ SUPPORTED_OPS: frozenset[str] = frozenset(
     f"aten.{t._schema.name.split('::')[-1]}.{t._overloadname}" for t in REGISTRY
 )
 
+#: Names served from :mod:`lowering.partitioner`, imported on first use (it imports ExecuTorch).
+_PARTITIONER_NAMES = ("TosaPartitioner", "DelegateSpec", "TosaVerifyBackend",
+                      "TosaVerifyEthosUBackend", "delegate_payloads")
+
+
+def __getattr__(name: str):
+    if name in _PARTITIONER_NAMES:
+        from . import partitioner
+
+        return getattr(partitioner, name)
+    raise AttributeError(f"module 'lowering' has no attribute {name!r}")
+
+
 __all__ = [
     "lower",
     "export_module",
@@ -30,4 +43,5 @@ __all__ = [
     "TosaQuantizer",
     "QParams",
     "SUPPORTED_OPS",
+    *_PARTITIONER_NAMES,
 ]

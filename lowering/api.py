@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections import Counter
 
 import torch
 import torch.fx as fx
@@ -161,7 +162,9 @@ def lower(model, example_inputs, *, profile: str = "INT", quantization: QuantCon
         tosa=tosa,
         partitions=[Partition("tosa_0", tosa, [n.name for n in gm.graph.nodes
                                                  if n.op == "call_function"],
-                              list(w.inputs), list(w.outputs))],
+                              list(w.inputs), list(w.outputs),
+                              [em.io_qparams.get(n) for n in w.inputs],
+                              [em.io_qparams.get(n) for n in w.outputs])],
         cpu_nodes=[],
         provenance=em.provenance,
         quant_params=em.quant_params,
@@ -196,7 +199,187 @@ def _unsupported(gm: fx.GraphModule, profile: str) -> list[CpuNode]:
 
 
 def _report_partial(gm, profile, cpu, float_model, quantized_model, log) -> LoweredModel:
-    """Partition around unsupported nodes: supported islands become TOSA graphs."""
-    from .partition import partition_and_lower
+    """Partition around unsupported nodes: each group of supported nodes becomes its own TOSA
+    graph (``Partition.tosa``); ``LoweredModel.tosa`` stays ``None``.
 
-    return partition_and_lower(gm, profile, cpu, float_model, quantized_model, log)
+    A group whose emission fails moves the failing node to the CPU (the reason is kept in
+    ``cpu_nodes``) and the groups are formed again, so a partial lowering never raises.
+    """
+    cpu = list(cpu)
+    cpu_names = {c.node for c in cpu}
+    by_name = {n.name: n for n in gm.graph.nodes}
+    while True:
+        emitted = []
+        for names in supported_groups(gm, cpu_names):
+            em = Emitter(extract_subgraph(gm, names), profile)
+            try:
+                tosa = em.emit()
+            except LoweringError as e:
+                bad = [e.node] if e.node in names else names
+                for name in bad:
+                    cpu.append(CpuNode(name, target_name(by_name[name]), f"lowering failed: {e.reason}"))
+                    cpu_names.add(name)
+                break
+            emitted.append((names, em, tosa))
+        else:
+            break
+    parts, provenance, quant_params, counts = [], {}, {}, Counter()
+    for i, (names, em, tosa) in enumerate(emitted):
+        ins, outs = list(em.writer.inputs), list(em.writer.outputs)
+        parts.append(Partition(f"tosa_{i}", tosa, names, ins, outs,
+                               [em.io_qparams.get(t) for t in ins],
+                               [em.io_qparams.get(t) for t in outs]))
+        provenance.update(em.provenance)
+        quant_params.update(em.quant_params)
+        counts.update(em.writer.op_counts)
+    order = {n.name: i for i, n in enumerate(gm.graph.nodes)}
+    cpu.sort(key=lambda c: order.get(c.node, -1))
+    return LoweredModel(profile=profile, tosa=None, partitions=parts, cpu_nodes=cpu,
+                        provenance=provenance, quant_params=quant_params, float_model=float_model,
+                        quantized_model=quantized_model, op_counts=dict(counts), pass_log=log,
+                        graph_module=gm)
+
+
+# --------------------------------------------------------------------------- subgraphs
+def supported_groups(gm: fx.GraphModule, cpu_names) -> list[list[str]]:
+    """Group the call_function nodes of ``gm`` not named in ``cpu_names`` into partitions.
+
+    Groups are as large as possible without a cycle through the CPU nodes (each can run as
+    one TOSA graph), listed in an order they can run in (a group after every group it
+    depends on, otherwise by graph position), each a list of node names in graph order.
+
+    Example:
+        >>> gm = export_module(torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Sigmoid(),
+        ...                                        torch.nn.Tanh()), (torch.ones(2),))
+        >>> supported_groups(gm, {"sigmoid"})
+        [['relu'], ['tanh']]
+    """
+    from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+    from torch.fx.passes.operator_support import OperatorSupportBase
+
+    cpu_names = set(cpu_names)
+
+    class _Support(OperatorSupportBase):
+        def is_node_supported(self, submodules, node: fx.Node) -> bool:
+            return node.op == "call_function" and node.name not in cpu_names
+
+    order = {n.name: i for i, n in enumerate(gm.graph.nodes)}
+    proposed = CapabilityBasedPartitioner(gm, _Support(), allows_single_node_partition=True
+                                          ).propose_partitions()
+    groups = [sorted((n.name for n in p.nodes), key=order.__getitem__) for p in proposed]
+    groups = [g for g in groups if g]
+    # execution order: a group runs after every group it depends on (through any path)
+    group_of = {name: i for i, g in enumerate(groups) for name in g}
+    upstream: dict[str, set[int]] = {}
+    for n in gm.graph.nodes:
+        deps: set[int] = set()
+        for a in n.all_input_nodes:
+            deps |= upstream.get(a.name, set())
+            if a.name in group_of:
+                deps.add(group_of[a.name])
+        upstream[n.name] = deps
+    needs = {i: set().union(*(upstream[name] for name in g)) - {i} for i, g in enumerate(groups)}
+    done: list[int] = []
+    while len(done) < len(groups):
+        ready = [i for i in needs if i not in done and needs[i] <= set(done)]
+        done.append(min(ready, key=lambda i: order[groups[i][0]]))
+    return [groups[i] for i in done]
+
+
+_PLACEHOLDER_META_DROP = ("layout", "qin", "fused_activation")
+
+
+def extract_subgraph(gm: fx.GraphModule, names) -> fx.GraphModule:
+    """A standalone GraphModule computing the nodes ``names`` of ``gm``.
+
+    Values produced outside become placeholders named after their producer (first use
+    first), carrying its value and quantization metadata in PyTorch dimension order;
+    constants stay ``get_attr`` (shared with ``gm``); every node used outside the group or
+    by the graph output becomes an output, in graph order. Node names are kept.
+
+    Example:
+        >>> gm = export_module(torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Sigmoid()),
+        ...                    (torch.ones(2),))
+        >>> sub = extract_subgraph(gm, ["sigmoid"])
+        >>> [(n.op, n.name) for n in sub.graph.nodes]
+        [('placeholder', 'relu'), ('call_function', 'sigmoid'), ('output', 'output')]
+    """
+    group = set(names)
+    graph = fx.Graph()
+    env: dict[fx.Node, fx.Node] = {}
+    outputs = []
+    for node in gm.graph.nodes:
+        if node.name not in group:
+            continue
+        for a in node.all_input_nodes:
+            if a in env or a.name in group:
+                continue
+            if a.op == "get_attr":
+                env[a] = graph.create_node("get_attr", a.target, name=a.name)
+                env[a].meta = dict(a.meta)
+            else:
+                env[a] = graph.placeholder(a.name)
+                env[a].meta = {k: v for k, v in a.meta.items() if k not in _PLACEHOLDER_META_DROP}
+                env[a].meta["layout"] = None
+        env[node] = graph.node_copy(node, env.__getitem__)
+        if any(u.name not in group for u in node.users):
+            outputs.append(env[node])
+    graph.output(outputs)
+    return fx.GraphModule(gm, graph)
+
+
+def prepare_graph_module(gm: fx.GraphModule, profile: str, log: list | None = None) -> tuple:
+    """Give ``gm`` value metadata and run the pass pipeline over it, in place.
+
+    ``gm`` holds aten ops (plus quantize/dequantize ops in the INT profile) with constants as
+    ``get_attr``; every placeholder must carry ``meta["val"]`` (values are propagated from
+    zeros of that shape and dtype). In INT, an integer placeholder read through dequantize
+    nodes takes their parameters -- the shape of a delegated partition: int8 in, int8 out.
+    Returns the example inputs used.
+
+    Example:
+        >>> gm = export_module(torch.nn.ReLU(), (torch.ones(2),))
+        >>> prepare_graph_module(gm, "FP")[0].shape
+        torch.Size([2])
+    """
+    from .passes.fold_qdq import qparams_from
+
+    profile = profile.upper()
+    example = []
+    for n in gm.graph.nodes:
+        if n.op == "placeholder":
+            v = n.meta.get("val")
+            if not isinstance(v, torch.Tensor):
+                raise LoweringError("graph input without tensor metadata", node=n.name)
+            example.append(torch.zeros(tuple(int(s) for s in v.shape), dtype=v.dtype))
+    example = tuple(example)
+    propagate_values(gm, example)
+    if profile == "INT":
+        for n in gm.graph.nodes:
+            dqs = [u for u in n.users if u.op == "call_function" and u.target in DQ_OPS]
+            if n.op == "placeholder" and dqs and not val(n).is_floating_point():
+                n.meta["qout"] = qparams_from(gm, dqs[0])
+    run_pipeline(gm, PassContext(profile=profile, example_inputs=example), log=log)
+    return example
+
+
+def lower_graph_module(gm: fx.GraphModule, profile: str,
+                       log: list | None = None) -> tuple[bytes, Emitter]:
+    """:func:`prepare_graph_module`, then emit ``gm`` as one TOSA graph.
+
+    Raises :class:`LoweringError` naming the first node that cannot be lowered.
+
+    Example:
+        >>> gm = export_module(torch.nn.Sequential(torch.nn.Linear(4, 2), torch.nn.ReLU()),
+        ...                    (torch.ones(1, 4),))
+        >>> tosa, em = lower_graph_module(gm, "FP")
+        >>> tosa[4:8], sorted(em.writer.op_counts)
+        (b'TOSA', ['CLAMP', 'CONV2D', 'RESHAPE'])
+    """
+    _check_dtypes(gm)
+    prepare_graph_module(gm, profile, log)
+    cpu = _unsupported(gm, profile.upper())
+    if cpu:
+        raise LoweringError(cpu[0].reason, node=cpu[0].node, target=cpu[0].target)
+    em = Emitter(gm, profile.upper())
+    return em.emit(), em

@@ -15,13 +15,19 @@ from .qparams import QParams
 
 @dataclass
 class Partition:
-    """One TOSA graph and the FX nodes it covers."""
+    """One TOSA graph and the FX nodes it covers.
+
+    ``inputs``/``outputs`` name the graph's TOSA tensors; ``input_qparams``/``output_qparams``
+    (INT profile) give their quantization, ``None`` for tensors that are not quantized.
+    """
 
     name: str
     tosa: bytes | None
     nodes: list[str]
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
+    input_qparams: list[QParams | None] = field(default_factory=list)
+    output_qparams: list[QParams | None] = field(default_factory=list)
 
 
 @dataclass
@@ -141,7 +147,11 @@ class LoweredModel:
             "input_qparams": [q.to_json() if q else None for q in self.input_qparams],
             "output_qparams": [q.to_json() if q else None for q in self.output_qparams],
             "partitions": [{"name": p.name, "nodes": p.nodes, "inputs": p.inputs,
-                            "outputs": p.outputs} for p in self.partitions],
+                            "outputs": p.outputs,
+                            "input_qparams": [q.to_json() if q else None for q in p.input_qparams],
+                            "output_qparams": [q.to_json() if q else None
+                                               for q in p.output_qparams]}
+                           for p in self.partitions],
             "cpu_nodes": [vars(c) for c in self.cpu_nodes],
             "op_counts": self.op_counts,
             "passes": self.pass_log,
