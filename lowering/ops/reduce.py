@@ -57,6 +57,17 @@ def _layout_for(em, node, x_node, keep):
     return lay
 
 
+def _operand_in_layout(em, node, x_node, dims, keep):
+    """The reduction input in the layout the output keeps, and the reduced axes in that layout.
+
+    Returns ``(tensor, layout, physical_axes)``; ``layout`` is None for PyTorch order.
+    """
+    lay = _layout_for(em, node, x_node, keep)
+    x = em.tensor(x_node, lay)
+    inv = inverse(lay or tuple(range(len(em.shape(x_node)))))
+    return x, lay, [inv[d] for d in dims]
+
+
 @register(aten.mean.dim, aten.mean.default)
 def mean(em, node):
     x_node = node.args[0]
@@ -79,11 +90,7 @@ def mean(em, node):
                 em.out = saved
             _finish(em, node, res, None, False)
         return
-    lay = _layout_for(em, node, x_node, keep)
-    x = em.tensor(x_node, lay)
-    perm = lay or tuple(range(rank))
-    inv = inverse(perm)
-    phys = [inv[d] for d in dims]
+    x, lay, phys = _operand_in_layout(em, node, x_node, dims, keep)
     count = int(np.prod([em.shape(x_node)[d] for d in dims]))
     if em.is_int:
         qi, qo = em.qin(node, x_node), em.qout(node)
@@ -99,14 +106,9 @@ def mean(em, node):
 @register(aten.sum.dim_IntList, aten.sum.default)
 def sum_(em, node):
     x_node = node.args[0]
-    rank = len(em.shape(x_node))
-    dims = _dims(node, rank)
+    dims = _dims(node, len(em.shape(x_node)))
     keep = _keepdim(node)
-    lay = _layout_for(em, node, x_node, keep)
-    x = em.tensor(x_node, lay)
-    perm = lay or tuple(range(rank))
-    inv = inverse(perm)
-    phys = [inv[d] for d in dims]
+    x, lay, phys = _operand_in_layout(em, node, x_node, dims, keep)
     if em.is_int and em.qout(node) is not None:
         qi, qo = em.qin(node, x_node), em.qout(node)
         xi = to_int32(em, x, qi, "i32")
@@ -122,14 +124,9 @@ def sum_(em, node):
 @register(aten.amax.default, aten.amin.default)
 def amax(em, node):
     x_node = node.args[0]
-    rank = len(em.shape(x_node))
-    dims = _dims(node, rank)
+    dims = _dims(node, len(em.shape(x_node)))
     keep = _keepdim(node)
-    lay = _layout_for(em, node, x_node, keep)
-    x = em.tensor(x_node, lay)
-    perm = lay or tuple(range(rank))
-    inv = inverse(perm)
-    phys = [inv[d] for d in dims]
+    x, lay, phys = _operand_in_layout(em, node, x_node, dims, keep)
     op = "REDUCE_MAX" if node.target == aten.amax.default else "REDUCE_MIN"
     res = _reduce_chain(em, op, x, phys, "red", nan_mode="PROPAGATE")
     if em.is_int:
