@@ -27,6 +27,8 @@ Verbs:
            compare every operator's output, name the first divergence, write a one-op repro
   compile  compile an INT TOSA graph for an Ethos-U55/U65/U85 target with Vela, print performance
   support  list the operators Vela will not accept for a target, without compiling
+  lower    quantize and lower a PyTorch model to TOSA; write graphs, provenance, quant params
+  golden   compare two golden directories (regressions, drift, performance) for CI
   check    the whole job on a model: quantize and lower -> validate -> interpreter vs reference
            diff -> drift vs float -> Vela compile -> golden compare -> report (default model:
            the built-in digits CNN)
@@ -96,6 +98,41 @@ def _cmd_info(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_lower(args: argparse.Namespace) -> int:
+    # check.py is the one tosa_verify module allowed to reach into lowering (the CLI join point).
+    from .check import CheckError, load_model
+
+    try:
+        model = load_model(args.model)
+    except CheckError as exc:
+        raise TosaError(str(exc)) from None
+    import lowering
+
+    lowered = lowering.lower(model.module.eval(), model.example_inputs, profile=args.profile,
+                             calibration=model.calibration)
+    out = lowered.save(args.output_dir)
+    graphs = sorted(p.name for p in out.glob("*.tosa"))
+    print(f"{model.name}: {args.profile}, {sum(lowered.op_counts.values())} TOSA operators, "
+          f"{len(lowered.cpu_nodes)} nodes left on the CPU -> {out} ({', '.join(graphs)})")
+    for node in lowered.cpu_nodes:
+        print(f"  on CPU: {node.node} ({node.target}): {node.reason}")
+    return EXIT_OK
+
+
+def _cmd_golden(args: argparse.Namespace) -> int:
+    from golden import GoldenError, Thresholds, diff
+
+    thresholds = Thresholds(max_sqnr_drop_db=args.max_sqnr_drop, max_cycles_increase=args.max_cycles_increase / 100)
+    try:
+        report = diff(args.old, args.new, thresholds)
+    except GoldenError as exc:
+        raise TosaError(str(exc)) from None
+    print(report.format())
+    if args.json:
+        Path(args.json).write_text(report.to_json())
+    return EXIT_FAIL if report.failed else EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``tosa-verify`` (one sub-command per verb)."""
     parser = argparse.ArgumentParser(
@@ -130,6 +167,29 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_compile_parser(sub)
     add_support_parser(sub)
+
+    p = sub.add_parser("lower", help="lower a PyTorch model to TOSA and save it",
+                       description="Quantize (INT) and lower MODEL (path/file.py:factory or package.module:factory "
+                       "returning (module, example_inputs[, calibration]); default: the digits CNN) to TOSA 1.0; "
+                       "write model.tosa (one file per partition when some ops stay on the CPU), "
+                       "provenance.json, quant_params.json and manifest.json.")
+    p.add_argument("model", nargs="?", metavar="MODEL")
+    p.add_argument("--profile", choices=("INT", "FP"), default="INT")
+    p.add_argument("--output-dir", "-o", default="lowered", metavar="DIR")
+    p.set_defaults(func=_cmd_lower)
+
+    p = sub.add_parser("golden", help="compare two golden directories",
+                       description="Compare the goldens in OLD and NEW case by case and classify every change "
+                       "(identical, within tolerance, quantization drift, numerical or performance regression). "
+                       "Exit 0 when nothing regressed, 1 on a regression or a missing case, 2 on an unreadable golden.")
+    p.add_argument("old", metavar="OLD_DIR")
+    p.add_argument("new", metavar="NEW_DIR")
+    p.add_argument("--max-sqnr-drop", type=float, default=1.0, metavar="DB",
+                   help="per-layer SQNR drop that counts as drift (default 1 dB)")
+    p.add_argument("--max-cycles-increase", type=float, default=5.0, metavar="PCT",
+                   help="Vela cycle increase that counts as a regression (default 5 %%)")
+    p.add_argument("--json", metavar="FILE", help="also write the report as JSON")
+    p.set_defaults(func=_cmd_golden)
 
     from .check import add_check_arguments, check_main
 
