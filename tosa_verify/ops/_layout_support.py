@@ -12,11 +12,6 @@ import numpy as np
 
 from .registry import OpCall
 
-#: Level 8K maxima (spec "Levels" table). The interpreter applies level 8K, as the reference
-#: model's default ``--tosa_level EIGHTK`` and the conformance generator do.
-MAX_RANK = 6
-MAX_TENSOR_LIST_SIZE = 64
-MAX_SCALE = 256
 
 #: TOSA float dtype -> (significand bits incl. the implicit one, minimum normal exponent,
 #: largest finite value, has an infinity). FP8E4M3 has no infinity: overflow gives NaN (OCP

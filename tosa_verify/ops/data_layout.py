@@ -10,13 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._layout_support import (
-    MAX_RANK,
-    MAX_TENSOR_LIST_SIZE,
-    check_rank,
-    check_same_dtype,
-    shape_input,
-)
+from ._layout_support import check_rank, check_same_dtype, shape_input
+from ._levels import MAX_RANK, MAX_TENSOR_LIST_SIZE
 from .registry import OpCall, register
 
 #: in_out_t of every data layout op in TOSA 1.0 (PRO-INT, PRO-FP, EXT-INT16, EXT-BF16, EXT-FP8*).

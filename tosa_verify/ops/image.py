@@ -11,7 +11,8 @@ import numpy as np
 
 from ..dtypes import dtype_info
 from ..numerics import round_to_float
-from ._layout_support import MAX_SCALE, check_rank, shape_input
+from ._layout_support import check_rank, shape_input
+from ._levels import MAX_SCALE
 from .registry import OpCall, register
 
 #: (in_t, out_t) per mode, from the spec's supported data types table.

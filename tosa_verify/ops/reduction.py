@@ -12,7 +12,8 @@ import numpy as np
 
 from ..dtypes import dtype_info
 from ..numerics import int_range, round_to_float
-from ._layout_support import MAX_RANK, check_rank
+from ._layout_support import check_rank
+from ._levels import MAX_RANK
 from .registry import OpCall, register
 
 _FLOATS = ("FP16", "BF16", "FP32")

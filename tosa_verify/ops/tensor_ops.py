@@ -21,16 +21,12 @@ import numpy as np
 
 from ..dtypes import dtype_info
 from ..numerics import apply_scale_32, int_range, reciprocal_scale, saturate, wrap
+from ._levels import MAX_KERNEL, MAX_RANK, MAX_STRIDE
 from .registry import OpCall, register
 
 INT64 = np.int64
 F64 = np.float64
 
-#: Level 8K maxima (spec "Levels" table) checked here: the conformance generator and the
-#: reference model CLI (default ``--tosa_level EIGHTK``) reject graphs beyond them.
-MAX_RANK = 6
-MAX_KERNEL = 8192
-MAX_STRIDE = 8192
 
 #: Supported (in_t, weight_t, out_t, acc_t) of CONV2D, CONV3D, DEPTHWISE_CONV2D, TRANSPOSE_CONV2D.
 CONV_TYPES = (

@@ -10,7 +10,8 @@ import numpy as np
 
 from ..dtypes import dtype_info
 from ..numerics import apply_scale_16, apply_scale_32, int_range, round_to_float, saturate, wrap
-from ._layout_support import MAX_RANK, check_rank
+from ._layout_support import check_rank
+from ._levels import MAX_RANK
 from .registry import OpCall, register
 
 _FLOATS = ("FP16", "BF16", "FP32", "FP8E4M3", "FP8E5M2")
