@@ -1,7 +1,9 @@
 """Our lowering vs ExecuTorch's Arm backend (peer, comparison only) on the zoo.
 
-For every zoo model, in the same run: INT8 TOSA SQNR vs the float model (ours / theirs),
-lowering time ratio ours/theirs, and TOSA op counts side by side.
+For every zoo model, in the same run: INT8 TOSA SQNR vs the float model (ours / theirs) on
+the model's example input and over 8 held-out inputs that calibration never saw (the digits
+test split for digits_cnn, fresh normal noise for the others), lowering time ratio
+ours/theirs, and TOSA op counts side by side.
 
     python benchmarks/bench_lowering.py [model ...]
 """
@@ -26,11 +28,21 @@ def sqnr(ref: torch.Tensor, out: torch.Tensor) -> float:
     return float("inf") if noise == 0 else 10 * np.log10(ref.pow(2).sum().item() / noise)
 
 
+def held_out_inputs(name: str, example, n: int = 8) -> list[torch.Tensor]:
+    """Inputs calibration never saw: the digits test split, or fresh noise shaped like the example."""
+    if name == "digits_cnn":
+        _, _, x_test, _ = zoo.digits_data()
+        batch = example[0].shape[0]
+        return [x_test[batch * (i + 1): batch * (i + 2)] for i in range(n)]
+    gen = torch.Generator().manual_seed(123)
+    return [torch.randn(example[0].shape, generator=gen) for _ in range(n)]
+
+
 def ours(m, ex, cal):
     t = time.perf_counter()
     lm = lowering.lower(m, ex, profile="INT", calibration=cal)
     dt = time.perf_counter() - t
-    return lm.tosa, dt, lm.run(*ex)[0]
+    return lm.tosa, dt, lambda x: lm.run(x)[0]
 
 
 def theirs(m, ex, cal):
@@ -65,42 +77,58 @@ def theirs(m, ex, cal):
     ph = [n for n in c.graph.nodes if n.op == "placeholder"][0]
     qn = next(iter(ph.users))
     s, zp = float(qn.args[1]), int(qn.args[2])
-    xq = torch.ops.quantized_decomposed.quantize_per_tensor(ex[0], s, zp, -128, 127, torch.int8)
-    x_in = xq.numpy()
-    outs, status = trm.run(tosa, [x_in])
-    if "VALID" not in str(status):
-        return tosa, dt, None
     out_node = c.graph.output_node().args[0][0]
     o_s, o_zp = float(out_node.args[1]), int(out_node.args[2])
-    y = (torch.from_numpy(np.asarray(outs[0]).astype(np.float32)) - o_zp) * o_s
-    return tosa, dt, y.reshape(m(*ex).shape)
+    out_shape = m(*ex).shape
+
+    def run(x):
+        xq = torch.ops.quantized_decomposed.quantize_per_tensor(x, s, zp, -128, 127, torch.int8)
+        outs, status = trm.run(tosa, [xq.numpy()])
+        if "VALID" not in str(status):
+            raise RuntimeError(f"reference model: {status}")
+        y = (torch.from_numpy(np.asarray(outs[0]).astype(np.float32)) - o_zp) * o_s
+        return y.reshape(out_shape)
+
+    return tosa, dt, run
+
+
+def _sqnr_pair(m, run, ex, held_out) -> tuple[float, float]:
+    """SQNR vs float on the example input, and over all held-out inputs together."""
+    if run is None:
+        return float("nan"), float("nan")
+    with torch.no_grad():
+        on_example = sqnr(m(*ex), run(ex[0]))
+        ref = torch.cat([m(x) for x in held_out])
+    return on_example, sqnr(ref, torch.cat([run(x) for x in held_out]))
 
 
 def main(names):
     rows = []
     for name in names:
         m, ex, cal = zoo.MODELS[name]()
-        with torch.no_grad():
-            ref = m(*ex)
-        t_ours, dt_o, y_o = ours(m, ex, cal)
+        held_out = held_out_inputs(name, ex)
+        t_ours, dt_o, run_o = ours(m, ex, cal)
         try:
-            t_theirs, dt_t, y_t = theirs(m, ex, cal)
+            t_theirs, dt_t, run_t = theirs(m, ex, cal)
         except Exception as e:  # noqa: BLE001
             print(f"[{name}] ExecuTorch Arm backend failed: {type(e).__name__}: {str(e)[:200]}")
-            t_theirs, dt_t, y_t = None, float("nan"), None
+            t_theirs, dt_t, run_t = None, float("nan"), None
         ops_o = Counter(read_tosa_ops(t_ours))
         ops_t = Counter(read_tosa_ops(t_theirs)) if t_theirs else Counter()
-        rows.append((name, sqnr(ref, y_o), sqnr(ref, y_t) if y_t is not None else float("nan"),
-                     dt_o / dt_t if dt_t == dt_t else float("nan"), ops_o, ops_t))
-        print(f"\n== {name}: SQNR ours {rows[-1][1]:.1f} dB | theirs {rows[-1][2]:.1f} dB | "
-              f"lowering time ours {dt_o:.2f}s theirs {dt_t:.2f}s ratio {rows[-1][3]:.2f}")
+        (ex_o, held_o), (ex_t, held_t) = _sqnr_pair(m, run_o, ex, held_out), _sqnr_pair(m, run_t, ex, held_out)
+        rows.append((name, ex_o, ex_t, held_o, held_t, dt_o / dt_t if dt_t == dt_t else float("nan"),
+                     ops_o, ops_t))
+        print(f"\n== {name}: SQNR (example) ours {ex_o:.1f} dB | theirs {ex_t:.1f} dB; "
+              f"(held-out) ours {held_o:.1f} dB | theirs {held_t:.1f} dB | "
+              f"lowering time ours {dt_o:.2f}s theirs {dt_t:.2f}s ratio {rows[-1][5]:.2f}")
         print(f"   {'op':22s} {'ours':>6s} {'theirs':>7s}")
         for op in sorted(set(ops_o) | set(ops_t)):
             print(f"   {op:22s} {ops_o.get(op, 0):6d} {ops_t.get(op, 0):7d}")
         print(f"   {'TOTAL':22s} {sum(ops_o.values()):6d} {sum(ops_t.values()):7d}", flush=True)
-    print("\nmodel               SQNR ours  SQNR theirs  time ours/theirs  ops ours/theirs")
-    for name, so, st, r, oo, ot in rows:
-        print(f"{name:18s} {so:9.1f} {st:12.1f} {r:17.2f} {sum(oo.values()):8d}/{sum(ot.values())}")
+    print("\n                   SQNR dB, example   SQNR dB, held-out")
+    print("model                ours  theirs      ours  theirs   time ours/theirs  ops ours/theirs")
+    for name, eo, et, ho, ht, r, oo, ot in rows:
+        print(f"{name:18s} {eo:6.1f} {et:7.1f}  {ho:8.1f} {ht:7.1f} {r:18.2f} {sum(oo.values()):8d}/{sum(ot.values())}")
 
 
 if __name__ == "__main__":

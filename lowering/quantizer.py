@@ -11,6 +11,7 @@ import torch
 import torch.fx as fx
 from torchao.quantization.pt2e.fake_quantize import FakeQuantize
 from torchao.quantization.pt2e.observer import (
+    HistogramObserver,
     MinMaxObserver,
     MovingAverageMinMaxObserver,
     MovingAveragePerChannelMinMaxObserver,
@@ -33,6 +34,9 @@ from .passes.noops import RemoveNoOps
 
 aten = torch.ops.aten
 
+#: Post-training observers for activation ranges, by the name ``QuantConfig`` takes.
+ACTIVATION_OBSERVERS = {"histogram": HistogramObserver, "minmax": MinMaxObserver}
+
 
 @dataclass(frozen=True)
 class QuantConfig:
@@ -43,17 +47,32 @@ class QuantConfig:
         torch.int8
         >>> QuantConfig.int16().activation_dtype
         torch.int16
+        >>> QuantConfig(activation_observer="minmax").activation_observer
+        'minmax'
+
+    ``activation_observer`` picks the post-training calibration of activation ranges:
+    ``"histogram"`` (default) chooses the range that minimises the L2 quantization error
+    over a histogram of the calibration values, so a few outliers do not cost every other
+    value its resolution; ``"minmax"`` takes the observed extremes (nothing is ever
+    clipped). QAT always uses moving-average min/max fake-quantize.
     """
 
     activation_dtype: torch.dtype = torch.int8
     per_channel: bool = True
     symmetric_activations: bool = False
     qat: bool = False
+    activation_observer: str = "histogram"
+
+    def __post_init__(self) -> None:
+        if self.activation_observer not in ACTIVATION_OBSERVERS:
+            raise ValueError(f"activation_observer must be one of {sorted(ACTIVATION_OBSERVERS)}, "
+                             f"not {self.activation_observer!r}")
 
     @staticmethod
-    def int16(per_channel: bool = True, qat: bool = False) -> QuantConfig:
+    def int16(per_channel: bool = True, qat: bool = False,
+              activation_observer: str = "histogram") -> QuantConfig:
         """int16 activations (symmetric) with int8 weights."""
-        return QuantConfig(torch.int16, per_channel, True, qat)
+        return QuantConfig(torch.int16, per_channel, True, qat, activation_observer)
 
     # -- specs ---------------------------------------------------------------
     def act_spec(self) -> QuantizationSpec:
@@ -63,7 +82,7 @@ class QuantConfig:
             qmin, qmax, scheme = -127, 127, torch.per_tensor_symmetric
         else:
             qmin, qmax, scheme = -128, 127, torch.per_tensor_affine
-        obs = MovingAverageMinMaxObserver if self.qat else MinMaxObserver
+        obs = MovingAverageMinMaxObserver if self.qat else ACTIVATION_OBSERVERS[self.activation_observer]
         ctr = obs.with_args(eps=2**-20)
         if self.qat:
             ctr = FakeQuantize.with_args(observer=obs, quant_min=qmin, quant_max=qmax,

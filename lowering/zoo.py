@@ -170,11 +170,45 @@ class MobileNetV2(nn.Module):
         return self.classifier(x)
 
 
-def mobilenet_v2(width_mult: float = 0.35):
+def _damp_residual_branches(model: nn.Module, scale: float) -> None:
+    """Scale the last BN of every residual branch, so a block adds a correction to its input.
+
+    A trained MobileNetV2's (or ResNet's) residual branches are small next to the skip path. A random
+    init with BN statistics settled on noise is not like that: every block adds a
+    unit-variance signal and a perturbation grows by a constant factor per block, so the
+    network is chaotic. Undamped (``scale=1``), the fake-quant net's own SQNR against float
+    falls to 13.6 dB at the logits (2.4 dB at the last conv), and a single one-step
+    rounding difference anywhere becomes tens of steps downstream. No deployable network
+    behaves like that, so the zoo model damps its branches by default.
+    """
+    for block in model.modules():
+        if isinstance(block, InvertedResidual) and block.use_res:
+            bn = block.conv[-1]
+        elif isinstance(block, BasicBlock):
+            bn = block.bn2
+        else:
+            continue
+        with torch.no_grad():
+            bn.weight.mul_(scale)
+            bn.bias.mul_(scale)
+
+
+def mobilenet_v2(width_mult: float = 0.35, residual_scale: float = 0.2):
+    """MobileNetV2 at 224x224 with BN statistics settled on noise and damped residual branches.
+
+    ``residual_scale`` multiplies the last BN of each residual branch (see
+    :func:`_damp_residual_branches`); 1.0 gives the undamped, chaotic random network.
+
+    Example:
+        >>> m, ex, cal = mobilenet_v2()
+        >>> tuple(m(*ex).shape)
+        (1, 1000)
+    """
     with _seeded(0):
         torch.manual_seed(0)
         m = MobileNetV2(width_mult)
     _settle_batch_norm(m, (2, 3, 224, 224))
+    _damp_residual_branches(m, residual_scale)
     return m, (torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(7)),), \
         _calibration((1, 3, 224, 224), n=4)
 
@@ -217,11 +251,19 @@ class ResNet(nn.Module):
         return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
 
 
-def resnet():
+def resnet(residual_scale: float = 0.2):
+    """CIFAR-style ResNet at 32x32, BN settled on noise, residual branches damped like mobilenet_v2's.
+
+    Example:
+        >>> m, ex, cal = resnet()
+        >>> tuple(m(*ex).shape)
+        (1, 10)
+    """
     with _seeded(0):
         torch.manual_seed(0)
         m = ResNet()
     _settle_batch_norm(m, (4, 3, 32, 32))
+    _damp_residual_branches(m, residual_scale)
     return m, (torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(7)),), \
         _calibration((2, 3, 32, 32))
 

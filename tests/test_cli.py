@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 import tosa_verify
 from tosa_verify.cli import main
@@ -76,6 +77,33 @@ def test_lower_writes_a_graph_the_reference_model_runs(tmp_path, capsys):
         np.testing.assert_allclose(theirs, model.eval()(*example).numpy(), atol=1e-3, rtol=1e-3)
     assert "mlp: FP" in capsys.readouterr().out
     assert main(["lower", str(tmp_path / "missing.py") + ":build", "-o", str(out)]) == 2
+
+
+def test_lower_quantization_options_reach_the_graph(tmp_path):
+    """--activations int16 gives int16 graph I/O; --observer minmax never clips the calibration."""
+    import json
+
+    out16 = tmp_path / "int16"
+    assert main(["lower", "lowering.zoo:mlp", "--activations", "int16", "-o", str(out16)]) == 0
+    graph = tosa_verify.load(out16 / "model.tosa")
+    main_block = graph.main
+    assert {main_block.tensors[n].dtype for n in main_block.inputs + main_block.outputs} == {"INT16"}
+    assert json.loads((out16 / "quant_params.json").read_text())["x"]["qmax"] == 32767
+
+    from lowering import zoo
+
+    _, _, calibration = zoo.mlp()
+    seen = torch.cat([b[0] for b in calibration])
+    ranges = {}
+    for observer in ("minmax", "histogram"):
+        out = tmp_path / observer
+        assert main(["lower", "lowering.zoo:mlp", "--observer", observer, "-o", str(out)]) == 0
+        qp = json.loads((out / "quant_params.json").read_text())["x"]
+        ranges[observer] = ((qp["qmax"] - qp["zero_point"][0]) * qp["scale"][0], qp["scale"][0])
+    # min/max covers the largest calibration value (up to the zero point's rounding, half a
+    # step); the histogram's L2-optimal range is narrower
+    (minmax_top, minmax_step), (histogram_top, _) = ranges["minmax"], ranges["histogram"]
+    assert minmax_top + minmax_step / 2 >= float(seen.max()) > histogram_top
 
 
 def test_golden_verb_gates_on_regressions(tmp_path, capsys):

@@ -92,6 +92,7 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
                              "(lowering.zoo: digits_cnn, mobilenet_v2, ...); default: digits_cnn")
     parser.add_argument("--profile", choices=("INT", "FP"), default="INT", type=str.upper,
                         help="TOSA profile to lower to (default INT: int8 PT2E quantization)")
+    add_quantization_arguments(parser)
     parser.add_argument("--target", action="append", default=None, metavar="TARGET",
                         help=f"Ethos-U target for Vela, repeatable (default {DEFAULT_TARGET})")
     parser.add_argument("--no-vela", action="store_true", help="skip the Vela compile step")
@@ -114,6 +115,41 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounding-travel", type=int, default=8, metavar="N",
                         help="re-run the graph downstream for the N RESCALE/TABLE ops whose other "
                              "rounding changes most elements (default 8; -1: all)")
+
+
+def add_quantization_arguments(parser: argparse.ArgumentParser) -> None:
+    """The INT-profile quantization options shared by ``check`` and ``lower``.
+
+    >>> p = argparse.ArgumentParser(); add_quantization_arguments(p)
+    >>> p.parse_args(["--activations", "int16"]).activations
+    'int16'
+    """
+    parser.add_argument("--activations", choices=("int8", "int16"), default="int8",
+                        help="INT profile: activation dtype (int16 activations use int8 weights; "
+                             "default int8)")
+    parser.add_argument("--observer", choices=("histogram", "minmax"), default="histogram",
+                        help="INT profile: calibration of activation ranges, histogram (L2-optimal "
+                             "range, default) or minmax (observed extremes, never clips)")
+    parser.add_argument("--per-tensor-weights", action="store_true",
+                        help="INT profile: one weight scale per tensor instead of per output channel")
+
+
+def quant_config_from_args(args: argparse.Namespace):
+    """The ``lowering.QuantConfig`` the quantization options ask for (None for the FP profile).
+
+    >>> p = argparse.ArgumentParser(); add_quantization_arguments(p)
+    >>> ns = p.parse_args(["--activations", "int16", "--observer", "minmax"]); ns.profile = "INT"
+    >>> cfg = quant_config_from_args(ns); str(cfg.activation_dtype), cfg.activation_observer
+    ('torch.int16', 'minmax')
+    """
+    if getattr(args, "profile", "INT").upper() != "INT":
+        return None
+    import lowering
+
+    per_channel = not args.per_tensor_weights
+    if args.activations == "int16":
+        return lowering.QuantConfig.int16(per_channel=per_channel, activation_observer=args.observer)
+    return lowering.QuantConfig(per_channel=per_channel, activation_observer=args.observer)
 
 
 def _percent(text: str) -> float:
@@ -314,6 +350,7 @@ def _run(args: argparse.Namespace, progress: _Progress) -> _State:
 
         try:
             st.lowered = lowering.lower(st.model.module, st.model.example_inputs, profile=args.profile,
+                                        quantization=quant_config_from_args(args),
                                         calibration=st.model.calibration)
         except lowering.LoweringError as exc:
             raise CheckError(f"lowering failed: {exc}") from None
@@ -418,7 +455,7 @@ def _golden(st: _State, args: argparse.Namespace, info: dict[str, str]) -> None:
     case = f"{args.case or st.model.name}/{args.profile}"
     store = GoldenStore(args.golden)
     new = record_lowered(st.lowered, seeded_inputs(st.model.example_inputs, args.seed), programs=st.programs,
-                         model=st.model.module, seed=args.seed)
+                         model=st.model.module, seed=args.seed, quantization=quant_config_from_args(args))
     try:
         if args.update_golden:
             path = store.write(case, new, update=True)

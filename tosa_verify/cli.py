@@ -100,7 +100,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 def _cmd_lower(args: argparse.Namespace) -> int:
     # check.py is the one tosa_verify module allowed to reach into lowering (the CLI join point).
-    from .check import CheckError, load_model
+    from .check import CheckError, load_model, quant_config_from_args
 
     try:
         model = load_model(args.model)
@@ -109,7 +109,7 @@ def _cmd_lower(args: argparse.Namespace) -> int:
     import lowering
 
     lowered = lowering.lower(model.module.eval(), model.example_inputs, profile=args.profile,
-                             calibration=model.calibration)
+                             quantization=quant_config_from_args(args), calibration=model.calibration)
     out = lowered.save(args.output_dir)
     graphs = sorted(p.name for p in out.glob("*.tosa"))
     print(f"{model.name}: {args.profile}, {sum(lowered.op_counts.values())} TOSA operators, "
@@ -168,13 +168,16 @@ def build_parser() -> argparse.ArgumentParser:
     add_compile_parser(sub)
     add_support_parser(sub)
 
+    from .check import add_quantization_arguments
+
     p = sub.add_parser("lower", help="lower a PyTorch model to TOSA and save it",
                        description="Quantize (INT) and lower MODEL (path/file.py:factory or package.module:factory "
                        "returning (module, example_inputs[, calibration]); default: the digits CNN) to TOSA 1.0; "
                        "write model.tosa (one file per partition when some ops stay on the CPU), "
                        "provenance.json, quant_params.json and manifest.json.")
     p.add_argument("model", nargs="?", metavar="MODEL")
-    p.add_argument("--profile", choices=("INT", "FP"), default="INT")
+    p.add_argument("--profile", choices=("INT", "FP"), default="INT", type=str.upper)
+    add_quantization_arguments(p)
     p.add_argument("--output-dir", "-o", default="lowered", metavar="DIR")
     p.set_defaults(func=_cmd_lower)
 
