@@ -132,20 +132,65 @@ def _flag(flags: list[str], name: str) -> str:
     raise KeyError(name)
 
 
-def quantize(model: nn.Module, example: tuple[torch.Tensor, ...], spec) -> nn.Module:
-    """PT2E post-training quantization with ExecuTorch's EthosUQuantizer (symmetric int8)."""
-    from executorch.backends.arm.quantizer import (
-        EthosUQuantizer,
-        get_symmetric_quantization_config,
-    )
+def _pt2e_quantize(model: nn.Module, example: tuple[torch.Tensor, ...], quantizer,
+                   calibration=None) -> nn.Module:
+    """PT2E post-training quantization with one of ExecuTorch's Arm quantizers (symmetric int8)."""
+    from executorch.backends.arm.quantizer import get_symmetric_quantization_config
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-    quantizer = EthosUQuantizer(spec)
-    quantizer.set_global(get_symmetric_quantization_config())
+    quantizer.set_global(get_symmetric_quantization_config(is_per_channel=True))
     graph = torch.export.export(model, example).module(check_guards=False)
     prepared = prepare_pt2e(graph, quantizer)
-    prepared(*example)
+    with torch.no_grad():
+        for batch in calibration or [example]:
+            prepared(*batch)
     return convert_pt2e(prepared)
+
+
+def quantize(model: nn.Module, example: tuple[torch.Tensor, ...], spec) -> nn.Module:
+    """PT2E post-training quantization with ExecuTorch's EthosUQuantizer (symmetric int8)."""
+    from executorch.backends.arm.quantizer import EthosUQuantizer
+
+    return _pt2e_quantize(model, example, EthosUQuantizer(spec))
+
+
+@dataclass
+class PeerTosa:
+    """One model lowered by ExecuTorch's TOSA backend (``TOSAPartitioner``)."""
+
+    tosa: bytes
+    quantized: nn.Module | None  #: the converted PT2E model (INT), for the delegate's I/O qparams
+    seconds: float  #: quantization (with calibration) plus lowering
+
+
+def executorch_tosa(model: nn.Module, example: tuple[torch.Tensor, ...], profile: str,
+                    calibration=None) -> PeerTosa:
+    """Lower ``model`` with ExecuTorch's Arm TOSA backend; it must become one delegated graph.
+
+    INT quantizes with ExecuTorch's ``TOSAQuantizer`` (per-channel symmetric int8 weights,
+    its default histogram-calibrated int8 activations) on ``calibration`` (default: the example).
+
+    Example:
+        >>> peer = executorch_tosa(nn.Linear(4, 2).eval(), (torch.randn(1, 4),), "FP")  # doctest: +SKIP
+        >>> peer.tosa[4:8]                                                              # doctest: +SKIP
+        b'TOSA'
+    """
+    from executorch.backends.arm.quantizer import TOSAQuantizer
+    from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
+    from executorch.backends.arm.tosa.partitioner import TOSAPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    start = time.perf_counter()
+    spec = TosaCompileSpec(f"TOSA-1.0+{profile}")
+    quantized = _pt2e_quantize(model, example, TOSAQuantizer(spec), calibration) if profile == "INT" else None
+    program = torch.export.export(quantized if quantized is not None else model, example)
+    edge = to_edge_transform_and_lower(program, partitioner=[TOSAPartitioner(spec)])
+    seconds = time.perf_counter() - start
+    payloads = [m.processed_bytes for _, m in edge.exported_program().graph_module.named_modules()
+                if hasattr(m, "processed_bytes")]
+    if len(payloads) != 1:
+        raise RuntimeError(f"expected one delegated TOSA graph from ExecuTorch, got {len(payloads)}")
+    return PeerTosa(payloads[0], quantized, seconds)
 
 
 def lower_with_executorch(

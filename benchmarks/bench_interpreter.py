@@ -55,41 +55,24 @@ print(json.dumps({"times": times, "peak_kib": peak - base}))
 def lower_with_executorch(width: float, profile: str) -> tuple[bytes, np.ndarray]:
     """TOSA bytes of MobileNetV2 lowered by ExecuTorch's Arm backend, and a graph input."""
     import torch
-    from executorch.backends.arm.quantizer import TOSAQuantizer, get_symmetric_quantization_config
-    from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
-    from executorch.backends.arm.tosa.partitioner import TOSAPartitioner
-    from executorch.exir import to_edge_transform_and_lower
-    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+    from _peer import executorch_tosa
 
     from lowering.zoo import MobileNetV2
 
     torch.manual_seed(0)
     model = MobileNetV2(width).eval()
     example = (torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(7)),)
-    spec = TosaCompileSpec(f"TOSA-1.0+{profile}")
-    if profile == "INT":
-        quantizer = TOSAQuantizer(spec)
-        quantizer.set_global(get_symmetric_quantization_config())
-        graph = torch.export.export(model, example).module(check_guards=False)
-        prepared = prepare_pt2e(graph, quantizer)
-        prepared(*example)
-        model = convert_pt2e(prepared)
-    program = torch.export.export(model, example)
-    edge = to_edge_transform_and_lower(program, partitioner=[TOSAPartitioner(spec)])
-    payloads = [m.processed_bytes for _, m in edge.exported_program().graph_module.named_modules()
-                if hasattr(m, "processed_bytes")]
-    if len(payloads) != 1:
-        raise SystemExit(f"expected one delegated TOSA graph, got {len(payloads)}")
+    tosa = executorch_tosa(model, example, profile).tosa
     import tosa_verify
 
-    graph = tosa_verify.load(payloads[0])
+    graph = tosa_verify.load(tosa)
     decl = graph.main.tensors[graph.main.inputs[0]]
     rng = np.random.default_rng(0)
     if decl.dtype == "INT8":
         x = rng.integers(-128, 128, size=decl.shape, dtype=np.int8)
     else:
         x = rng.standard_normal(decl.shape).astype(np.float32)
-    return payloads[0], x
+    return tosa, x
 
 
 def measure(executor: str, graph: Path, x: Path, repeats: int, out: Path) -> dict:

@@ -16,6 +16,7 @@ from collections import Counter
 
 import numpy as np
 import torch
+from _peer import executorch_tosa  # benchmarks/ is this script's directory
 
 import lowering
 from lowering import zoo
@@ -47,30 +48,8 @@ def ours(m, ex, cal):
 
 def theirs(m, ex, cal):
     """ExecuTorch Arm backend: TOSAQuantizer + TOSAPartitioner -> TOSA-1.0+INT flatbuffer."""
-    from executorch.backends.arm.quantizer import TOSAQuantizer, get_symmetric_quantization_config
-    from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
-    from executorch.backends.arm.tosa.partitioner import TOSAPartitioner
-    from executorch.exir import to_edge_transform_and_lower
-    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
-
-    t = time.perf_counter()
-    spec = TosaCompileSpec("TOSA-1.0+INT")
-    q = TOSAQuantizer(spec)
-    q.set_global(get_symmetric_quantization_config(is_per_channel=True))
-    gm = torch.export.export(m, ex).module(check_guards=False)
-    p = prepare_pt2e(gm, q)
-    with torch.no_grad():
-        for b in cal:
-            p(*b)
-    c = convert_pt2e(p)
-    ep = torch.export.export(c, ex)
-    edge = to_edge_transform_and_lower(ep, partitioner=[TOSAPartitioner(spec)])
-    dt = time.perf_counter() - t
-    gm2 = edge.exported_program().graph_module
-    lowered = [getattr(gm2, n) for n, _ in gm2.named_children() if n.startswith("lowered_module")]
-    if len(lowered) != 1:
-        return None, dt, None
-    tosa = lowered[0].processed_bytes
+    peer = executorch_tosa(m, ex, "INT", calibration=cal)
+    tosa, dt, c = peer.tosa, peer.seconds, peer.quantized
     # run their graph: find quantization of the delegate I/O from the converted graph
     import tosa_reference_model as trm
 

@@ -15,25 +15,9 @@ import tosa_verify
 
 
 def _executorch_tosa(model: torch.nn.Module, example: tuple, profile: str) -> bytes:
-    from executorch.backends.arm.quantizer import TOSAQuantizer, get_symmetric_quantization_config
-    from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
-    from executorch.backends.arm.tosa.partitioner import TOSAPartitioner
-    from executorch.exir import to_edge_transform_and_lower
-    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+    from _peer import executorch_tosa  # benchmarks/_peer.py, on sys.path through pyproject
 
-    spec = TosaCompileSpec(f"TOSA-1.0+{profile}")
-    if profile == "INT":
-        quantizer = TOSAQuantizer(spec)
-        quantizer.set_global(get_symmetric_quantization_config())
-        graph = torch.export.export(model, example).module(check_guards=False)
-        prepared = prepare_pt2e(graph, quantizer)
-        prepared(*example)
-        model = convert_pt2e(prepared)
-    edge = to_edge_transform_and_lower(torch.export.export(model, example), partitioner=[TOSAPartitioner(spec)])
-    payloads = [m.processed_bytes for _, m in edge.exported_program().graph_module.named_modules()
-                if hasattr(m, "processed_bytes")]
-    assert len(payloads) == 1, "the peer split the model; expected one delegated graph"
-    return payloads[0]
+    return executorch_tosa(model, example, profile).tosa
 
 
 @pytest.fixture(scope="module")

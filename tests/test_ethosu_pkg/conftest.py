@@ -10,14 +10,12 @@ torch/ExecuTorch/Vela versions and the source of ``_peer.py``.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
-import sys
 import time
-from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,26 +24,10 @@ PEER_PATH = ROOT / "benchmarks" / "_peer.py"
 
 
 def load_peer():
-    """Import ``benchmarks/_peer.py`` (the benchmarks directory is not a package)."""
-    module = sys.modules.get("_peer")
-    if module is None:
-        spec = importlib.util.spec_from_file_location("_peer", PEER_PATH)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["_peer"] = module
-        spec.loader.exec_module(module)
-    return module
+    """``benchmarks/_peer.py`` (on sys.path through pyproject's pytest ``pythonpath``)."""
+    import _peer
 
-
-@dataclass(frozen=True)
-class PeerGraph:
-    """An INT TOSA graph lowered by ExecuTorch, and what Vela reported inside that flow."""
-
-    model: str
-    target: str
-    system_config: str
-    memory_mode: str
-    tosa: bytes
-    vela_summary_csv: str
+    return _peer
 
 
 def _cache_key(model: str, target: str) -> str:
@@ -59,15 +41,15 @@ class PeerGraphs:
 
     def __init__(self, cache_dir: Path) -> None:
         self.cache_dir = cache_dir
-        self._memo: dict[tuple[str, str], PeerGraph] = {}
+        self._memo: dict[tuple[str, str], Any] = {}
 
-    def __call__(self, model: str, target: str) -> PeerGraph:
+    def __call__(self, model: str, target: str):
         key = (model, target)
         if key not in self._memo:
             self._memo[key] = self._load_or_lower(model, target)
         return self._memo[key]
 
-    def _load_or_lower(self, model: str, target: str) -> PeerGraph:
+    def _load_or_lower(self, model: str, target: str):
         entry = self.cache_dir / f"{model}-{target}-{_cache_key(model, target)}.json"
         lock = entry.with_suffix(".lock")
         deadline = time.monotonic() + 600
@@ -85,9 +67,9 @@ class PeerGraphs:
             finally:
                 lock.unlink(missing_ok=True)
         meta = json.loads(entry.read_text())
-        return PeerGraph(
-            model, target, meta["system_config"], meta["memory_mode"],
-            bytes.fromhex(meta["tosa"]), meta["vela_summary_csv"],
+        return load_peer().PeerResult(
+            model, target, meta["system_config"], meta["memory_mode"], bytes.fromhex(meta["tosa"]),
+            meta["vela_summary_csv"], meta["quantize_seconds"], meta["lower_seconds"], workdir=None,
         )
 
     @staticmethod
@@ -99,13 +81,15 @@ class PeerGraphs:
             "memory_mode": result.memory_mode,
             "tosa": result.tosa.hex(),
             "vela_summary_csv": result.vela_summary_csv,
+            "quantize_seconds": result.quantize_seconds,
+            "lower_seconds": result.lower_seconds,
         }))
         os.replace(tmp, entry)  # atomic: readers never see a partial entry
 
 
 @pytest.fixture(scope="session")
 def peer_graphs(request, tmp_path_factory) -> PeerGraphs:
-    """``peer_graphs(model, target)`` -> :class:`PeerGraph` (models: ``_peer.MODELS``)."""
+    """``peer_graphs(model, target)`` -> ``_peer.PeerResult`` (models: ``_peer.MODELS``)."""
     cache = getattr(request.config, "cache", None)
     cache_dir = Path(cache.mkdir("ethosu_peer")) if cache is not None else tmp_path_factory.mktemp("peer")
     return PeerGraphs(cache_dir)
