@@ -46,7 +46,8 @@ def add_compile_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "compile",
         help="compile a TOSA graph for an Arm Ethos-U NPU with Vela",
-        description="Compile GRAPH.tosa with Vela (in-process) and print Vela's performance "
+        description="Compile GRAPH.tosa with Vela (in a child process, so a Vela crash cannot take "
+                    "this process with it) and print Vela's performance "
                     "estimate: cycles, inference time, MACs, memory use and bandwidth per "
                     "memory area. " + _CONFIG_HELP,
     )
@@ -68,6 +69,8 @@ def add_compile_parser(sub) -> argparse.ArgumentParser:
                         "and <graph>_program.json here")
     p.add_argument("--json", metavar="FILE", help="write the program summary as JSON ('-' = stdout)")
     p.add_argument("--layers", action="store_true", help="also print the per-layer table")
+    p.add_argument("--in-process", action="store_true",
+                   help="run Vela inside this process (saves about a second; a Vela crash ends it)")
     p.set_defaults(func=run_compile)
     return p
 
@@ -88,6 +91,7 @@ def run_compile(args: argparse.Namespace) -> int:
         memory_mode=args.memory_mode,
         extra_flags=tuple(args.vela_flag),
         config_ini=args.config_ini,
+        isolate=not args.in_process,
     )
     if args.json == "-":
         print(program.to_json())

@@ -21,6 +21,8 @@ import io
 import json
 import os
 import re
+import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -81,6 +83,8 @@ _TMP = "$TMP"
 
 # Vela keeps process-wide state (stdout, recursion limit, cwd-free but not re-entrant).
 _vela_lock = threading.Lock()
+#: How an isolated compile starts Vela: a fresh interpreter running Vela's own ``__main__``.
+_VELA_COMMAND = (sys.executable, "-m", "ethosu.vela")
 
 
 @dataclass(frozen=True)
@@ -326,6 +330,28 @@ def _run_vela(argv: list[str]) -> tuple[int | None, str, Exception | SystemExit 
     return status, captured.text, error
 
 
+def _run_vela_isolated(argv: list[str]) -> tuple[int | None, str, Exception | SystemExit | None]:
+    """Run Vela in a child process, same contract as :func:`_run_vela`.
+
+    A crash in Vela's native core (a segfault, an abort) ends the child, not the caller:
+    it comes back as an error naming the signal.
+    """
+    proc = subprocess.run([*_VELA_COMMAND, *argv], capture_output=True, text=True, check=False)
+    log = proc.stdout + proc.stderr
+    if proc.returncode < 0:
+        try:
+            name = signal.Signals(-proc.returncode).name
+        except ValueError:
+            name = f"signal {-proc.returncode}"
+        return None, log, RuntimeError(f"Vela crashed ({name}); the compile ran in a child process, "
+                                       "so only that process was lost")
+    if proc.returncode == 2 and "usage:" in proc.stderr:  # argparse refused an option
+        return None, log, SystemExit(2)
+    if proc.returncode != 0 and "Traceback" in proc.stderr:
+        return None, log, RuntimeError(_last_line(proc.stderr))
+    return proc.returncode, log, None
+
+
 def _messages(log: str) -> tuple[str, ...]:
     keep = ("warning", "info", "error")
     return tuple(
@@ -377,6 +403,7 @@ def compile_tosa(
     extra_flags: Sequence[str] = (),
     config_ini: str | os.PathLike | None = None,
     layers: bool = True,
+    isolate: bool = False,
 ) -> NpuProgram:
     """Compile a TOSA 1.0 graph (bytes or a path) with Vela for an Ethos-U target.
 
@@ -386,7 +413,9 @@ def compile_tosa(
     of Vela's vela.ini or of ``config_ini``. ``extra_flags`` are passed to Vela as they are
     (e.g. ``["--optimise=Size", "--arena-cache-size=262144"]``). ``layers=False`` skips
     Vela's per-layer CSV and debug database (a faster compile; ``program.layers`` is empty
-    and ``tosa_ops_on_npu`` is counted from the graph).
+    and ``tosa_ops_on_npu`` is counted from the graph). ``isolate=True`` runs Vela in a child
+    process (about a second more): a crash in Vela's native code then raises
+    :class:`VelaCompileError` instead of ending the calling process.
 
     Raises :class:`EthosUConfigError` (listing the valid choices) before Vela runs when the
     configuration is invalid, :class:`tosa_verify.errors.TosaFormatError` for input that is
@@ -419,7 +448,7 @@ def compile_tosa(
             str(network),
         ]
         start = time.perf_counter()
-        rc, log, error = _run_vela(argv)
+        rc, log, error = (_run_vela_isolated if isolate else _run_vela)(argv)
         elapsed = time.perf_counter() - start
         if isinstance(error, SystemExit):  # argparse refused an extra flag
             raise EthosUConfigError(

@@ -399,7 +399,7 @@ def _run(args: argparse.Namespace, progress: _Progress) -> _State:
         with progress.step(5, STEPS[4] + f" ({', '.join(targets)})") as info:
             for t in targets:
                 try:
-                    program = compile_tosa(st.lowered.tosa, t)
+                    program = compile_tosa(st.lowered.tosa, t, isolate=True)  # a Vela crash must not end check
                 except VelaCompileError as exc:
                     st.gates.append(Gate(f"Vela compiles for {t}", False, str(exc).splitlines()[0]))
                     continue

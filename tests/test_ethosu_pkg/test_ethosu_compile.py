@@ -209,3 +209,37 @@ def test_larger_models_match_executorch(peer_graphs, model, target):
     program = compile_tosa(peer.tosa, target)
     _check_against_vela_csv(program, peer.vela_summary_csv)
     _check_layers(program, [op.op for op in load(peer.tosa).main.operators])
+
+
+def test_isolated_compile_equals_in_process(conv_tosa):
+    inside = compile_tosa(conv_tosa, "ethos-u55-128")
+    child = compile_tosa(conv_tosa, "ethos-u55-128", isolate=True)
+    assert child.command_stream == inside.command_stream and child.cycles == inside.cycles
+    assert [layer.cycles for layer in child.layers] == [layer.cycles for layer in inside.layers]
+    assert "Network summary" in child.vela_log
+
+
+def test_isolated_refusal_names_vela_reason():
+    import ethosu_tosa_graphs as graphs
+
+    from ethosu.errors import VelaCompileError
+
+    tosa = graphs.bitwise_and(graphs.I8)  # int8 BITWISE_AND: not an Ethos-U55 operator
+    with pytest.raises(VelaCompileError) as inside:
+        compile_tosa(tosa, "ethos-u55-128")
+    with pytest.raises(VelaCompileError) as child:
+        compile_tosa(tosa, "ethos-u55-128", isolate=True)
+    assert "could not run on NPU" in str(inside.value) and "could not run on NPU" in str(child.value)
+
+
+def test_a_vela_crash_is_an_error_not_the_end_of_the_caller(conv_tosa, monkeypatch):
+    """A segfault in Vela's native core must only end the child process."""
+    import sys
+
+    import ethosu.compiler as compiler
+    from ethosu.errors import VelaCompileError
+
+    crash = "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"
+    monkeypatch.setattr(compiler, "_VELA_COMMAND", (sys.executable, "-c", crash))
+    with pytest.raises(VelaCompileError, match="SIGSEGV"):
+        compile_tosa(conv_tosa, "ethos-u55-128", isolate=True)
