@@ -194,3 +194,45 @@ def test_library_does_not_import_lowering():
             "bad = [m for m in ('lowering', 'ethosu', 'golden') if m in sys.modules];"
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("activations", ["int8", "int16"])
+def test_table_explainer_matches_a_graph_edit(activations):
+    """Near-tie TABLE entries, recomputed here from torch.sigmoid, flipped in the graph by hand."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Sigmoid(), torch.nn.Linear(16, 4)).eval()
+    gen = torch.Generator().manual_seed(1)
+    calib = [(torch.randn(64, 8, generator=gen) * 2,) for _ in range(4)]
+    x = (torch.randn(256, 8, generator=gen) * 2,)
+    config = lowering.QuantConfig.int16() if activations == "int16" else lowering.QuantConfig()
+    lm = lowering.lower(model, x, calibration=calib, quantization=config)
+    report = tosa_verify.drift(lm, x, rounding_travel=None)
+
+    graph = tosa_verify.load(lm.tosa)
+    index, op = next((i, o) for i, o in enumerate(graph.main.operators) if o.op == "TABLE")
+    row = next(r for r in report.rounding if r.op_index == index)
+    table = graph.main.tensors[op.inputs[1]].data.astype(np.int64)
+    q_in = lm.quant_params[op.inputs[0]]
+    if activations == "int8":
+        levels = np.arange(-128, 128)
+        q_out = lm.quant_params[op.outputs[0]]
+    else:  # 513 samples every 128 levels; our lowering keeps entries in output steps (RESCALE 1/128)
+        levels = np.clip(np.arange(513) * 128 - 32768, -32768, 32767)
+        rescale = next(o for o in graph.main.operators if o.inputs and o.inputs[0] == op.outputs[0])
+        q_out = lm.quant_params[rescale.outputs[0]]
+    real_in = (levels - q_in["zero_point"][0]) * q_in["scale"][0]
+    exact = torch.sigmoid(torch.tensor(real_in, dtype=torch.float64)).numpy() / q_out["scale"][0] \
+        + q_out["zero_point"][0]
+    lo, hi = np.iinfo(np.int8 if activations == "int8" else np.int16).min, \
+        np.iinfo(np.int8 if activations == "int8" else np.int16).max
+    near = (np.abs(exact - np.floor(exact) - 0.5) < 0.05) & (exact > lo) & (exact < hi)
+    assert near.sum() > 0 and row.note.startswith(f"{int(near.sum())} near-tie entries")
+
+    flipped_table = np.where(near, np.where(table >= exact, table - 1, table + 1), table)
+    tosa_in = lm.quantize_inputs(*x)
+    base = tosa_verify.run(graph, tosa_in, capture=True).tensors
+    graph.main.tensors[op.inputs[1]].data = flipped_table.astype(graph.main.tensors[op.inputs[1]].data.dtype)
+    flipped = tosa_verify.run(to_flatbuffer(graph), tosa_in, capture=True).tensors
+    assert row.changed == int(np.count_nonzero(flipped[op.outputs[0]] != base[op.outputs[0]])) > 0
+    out = lm.output_names[0]
+    assert row.output_changed == int(np.count_nonzero(flipped[out] != base[out]))

@@ -42,8 +42,10 @@ the table shows it as ``conv2d→relu``. Of a decomposed node (softmax -> amax, 
 the last piece stands for the original node; the other pieces have no float reference.
 
 The rounding explainer (:class:`RoundingRow`) takes every RESCALE (SINGLE_ROUND <-> DOUBLE_ROUND;
-INEXACT_ROUND -> SINGLE_ROUND) and every INT8 TABLE (entries whose exact value lies within
-``tie_window`` steps of a rounding boundary are rounded the other way), counts the elements that
+INEXACT_ROUND -> SINGLE_ROUND) and every INT8 or INT16 TABLE (entries whose exact value lies
+within ``tie_window`` steps of a rounding boundary are rounded the other way; an INT16 table's
+513 samples are interpolated, so one flipped sample moves up to 256 input levels around it),
+counts the elements that
 change at that operator, and re-runs the graph downstream (only operators whose inputs changed)
 to see how far the change travels.
 
@@ -1317,46 +1319,100 @@ def _rounding(graph: Graph, env: Mapping[str, np.ndarray], report: DriftReport,
     report.rounding = [it[0] for it in items]
 
 
+def _consumer_rescale(block: Block, tensor: str) -> Operator | None:
+    """The RESCALE that reads ``tensor``, if that is its only reader."""
+    readers = [op for op in block.operators if tensor in op.inputs]
+    return readers[0] if len(readers) == 1 and readers[0].op == "RESCALE" else None
+
+
+def _const_scalar(block: Block, name: str) -> int | None:
+    decl = block.tensors.get(name)
+    if decl is None or decl.data is None or np.asarray(decl.data).size != 1:
+        return None
+    return int(np.asarray(decl.data).reshape(-1)[0])
+
+
+def _table_samples(block: Block, op: Operator, quant_params: Mapping[str, Mapping[str, Any]],
+                   alias: Mapping[str, str]) -> tuple[np.ndarray, _Q | None, float, float, str, str] | str:
+    """Where a TABLE samples its function and what one entry is worth.
+
+    Returns (input levels of the entries, input qparams, real value of one entry step, entry
+    zero point, the tensor whose quantization is the op's result, its dtype), or why not.
+    INT8: 256 entries, one per input level, in the output's own steps. INT16: 513 entries
+    every 128 input levels; the INT32 result carries 7 fractional bits and the RESCALE after it
+    (multiplier m, shift s) brings it to the output, so one entry step is worth
+    ``128 * m / 2**s`` output steps.
+    """
+    in_decl = block.tensors[op.inputs[0]]
+    out = op.outputs[0]
+    if in_decl.dtype == "INT8":
+        q_out = _qparams(quant_params.get(alias.get(out, out)), "INT8")
+        if q_out is None:
+            return "function unknown: not analysed"
+        levels = np.arange(-128, 128, dtype=np.int64)
+        return levels, _qparams(quant_params.get(alias.get(op.inputs[0], op.inputs[0])), "INT8"), \
+            q_out.scale, float(q_out.zp), out, "INT8"
+    if in_decl.dtype != "INT16":
+        return f"{in_decl.dtype} table: not analysed"
+    rescale = _consumer_rescale(block, out)
+    if rescale is None:
+        return "INT16 table without a single RESCALE after it: not analysed"
+    multiplier, shift = (_const_scalar(block, n) for n in rescale.inputs[1:3])
+    in_zp = _const_scalar(block, rescale.inputs[3]) if len(rescale.inputs) > 3 else 0
+    final = rescale.outputs[0]
+    q_final = _qparams(quant_params.get(alias.get(final, final)), block.tensors[final].dtype)
+    if multiplier is None or shift is None or in_zp != 0 or q_final is None:
+        return "INT16 table with a per-channel or offset RESCALE: not analysed"
+    levels = np.clip(np.arange(513, dtype=np.int64) * 128 - 32768, -32768, 32767)
+    q_in = _qparams(quant_params.get(alias.get(op.inputs[0], op.inputs[0])), "INT16")
+    return levels, q_in, q_final.scale * 128.0 * multiplier / 2.0**shift, 0.0, final, "INT16"
+
+
 def _table_alternative(block: Block, op: Operator, provenance: Mapping[str, Mapping[str, Any]],
                        quant_params: Mapping[str, Mapping[str, Any]], quant_gm: Any,
                        alias: Mapping[str, str], tie_window: float) -> tuple[np.ndarray | None, str]:
-    """An INT8 TABLE with its near-tie entries rounded the other way (from the exact function)."""
+    """A TABLE with its near-tie entries rounded the other way (from the exact function).
+
+    INT8 tables hold one entry per input level; INT16 tables hold 513 samples that TOSA
+    interpolates, so a flipped entry moves every output within 128 input levels of it.
+    """
     table_name = op.inputs[1] if len(op.inputs) > 1 else ""
     table_decl = block.tensors.get(table_name)
     in_decl = block.tensors.get(op.inputs[0])
     if table_decl is None or table_decl.data is None or in_decl is None:
         return None, "table not constant"
-    if in_decl.dtype != "INT8":
-        return None, f"{in_decl.dtype} table (interpolated): not analysed"
-    out = op.outputs[0]
-    q_in = _qparams(quant_params.get(alias.get(op.inputs[0], op.inputs[0])), "INT8")
-    q_out = _qparams(quant_params.get(alias.get(out, out)), "INT8")
-    fx = str((provenance.get(out) or {}).get("fx_node", ""))
+    samples = _table_samples(block, op, quant_params, alias)
+    if isinstance(samples, str):
+        return None, samples
+    levels, q_in, entry_scale, entry_zp, result, kind = samples
+    fx = str((provenance.get(result) or provenance.get(op.outputs[0]) or {}).get("fx_node", ""))
     node = None
     if quant_gm is not None:
         node = next((n for n in quant_gm.graph.nodes if n.name == fx and n.op == "call_function"), None)
-    if q_in is None or q_out is None or node is None:
+    if q_in is None or node is None:
         return None, "function unknown: not analysed"
     import torch
 
-    levels = np.arange(-128, 128, dtype=np.int64)
     x = torch.tensor(q_in.dequantize(levels), dtype=torch.float64)
     try:
         with torch.no_grad():
             y = node.target(x, *node.args[1:], **node.kwargs).double().numpy()
     except Exception:  # noqa: BLE001 - not an elementwise function of one tensor
         return None, "function not evaluable: not analysed"
+    info = dtype_info(table_decl.dtype)
+    lo, hi = int(info.min), int(info.max)
     with np.errstate(all="ignore"):
-        exact = y / q_out.scale + q_out.zp
+        exact = y / entry_scale + entry_zp
         exact = np.where(np.isfinite(exact), exact, np.sign(np.nan_to_num(exact)) * 1e9)
         table = np.asarray(table_decl.data).astype(np.int64).reshape(-1)
         if exact.shape != table.shape:
             return None, "table size mismatch: not analysed"
         frac = exact - np.floor(exact)
-        near = (np.abs(frac - 0.5) < tie_window) & (exact > q_out.qmin) & (exact < q_out.qmax)
+        near = (np.abs(frac - 0.5) < tie_window) & (exact > lo) & (exact < hi)
     other = np.where(table >= exact, table - 1, table + 1)
-    alt = np.where(near, other, table)
-    alt = np.clip(alt, q_out.qmin, q_out.qmax)
-    off = int(np.count_nonzero(np.abs(table - np.clip(np.rint(exact), q_out.qmin, q_out.qmax)) >= 1))
+    alt = np.clip(np.where(near, other, table), lo, hi)
+    off = int(np.count_nonzero(np.abs(table - np.clip(np.rint(exact), lo, hi)) >= 1))
     note = f"{int(near.sum())} near-tie entries" + (f"; {off} entries off the exact value" if off else "")
-    return alt.astype(dtype_info(table_decl.dtype).working), note
+    if kind == "INT16":
+        note += " (513 interpolated samples)"
+    return alt.astype(info.working), note
