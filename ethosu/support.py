@@ -14,8 +14,15 @@ runs that report generator, parses the result, and applies the constraints that 
 decided from the graph alone (operator, dtypes, constness, axes, channel counts). Each rule
 was checked against real Vela 5.2.0 compilations (see ``tests/test_ethosu_pkg``); documented
 constraints that Vela 5.2.0 does not actually enforce (TABLE int16, ARITHMETIC_RIGHT_SHIFT
-without rounding, down-casts from int32, pooling strides above 3, REVERSE on int32) are not
-flagged. Shape-size limits (e.g. dimensions up to 65536, RESIZE ratios) are not checked.
+without rounding, down-casts from int32, pooling strides above 3, REVERSE on int32,
+TRANSPOSE_CONV2D kernel sizes) are not flagged.
+
+Two Ethos-U55/U65 rules go beyond the report, because the report's wording does not match what
+Vela 5.2.0 compiles: which RESIZE forms it can rebuild from 2x nearest-neighbour upsampling
+(:func:`_u55_resize_problems`) and which TRANSPOSE_CONV2D strides and int16 rescales it can map
+onto a convolution over a zero-upsampled input (:func:`_u55_transpose_conv_problems`).
+Ethos-U85 has a RESIZE unit and decomposes any TRANSPOSE_CONV2D stride: every valid form we
+probed compiles there. Other shape-size limits (e.g. dimensions up to 65536) are not checked.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import tempfile
 import threading
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
+from fractions import Fraction
 from pathlib import Path
 
 from ethosu._capture import capture_output
@@ -45,6 +53,11 @@ _CONTROL_FLOW_OPS = {"COND_IF", "WHILE_LOOP"}
 _INT32_ONLY_OPS = {
     "ABS", "ADD", "SUB", "MAXIMUM", "MINIMUM", "INTDIV", "EQUAL", "GREATER", "GREATER_EQUAL",
 }
+
+#: Upscale factors Ethos-U55/U65 build a RESIZE from: one to three 2x upsampling passes.
+_U55_RESIZE_UPSCALES = (2, 4, 8)
+#: TRANSPOSE_CONV2D strides (y, x) Ethos-U55/U65 accept on any input; 1x2 and 2x1 need more.
+_U55_TRANSPOSE_CONV_STRIDES = ((1, 1), (2, 2))
 
 _report_lock = threading.Lock()
 
@@ -287,6 +300,13 @@ class _OpView:
         t = self.tensor(name)
         return tuple(t.shape) if t is not None else ()
 
+    def values(self, name: str) -> tuple[int, ...] | None:
+        """The integers of a constant tensor, flattened; None when it is not constant."""
+        t = self.tensor(name)
+        if t is None or t.data is None:
+            return None
+        return tuple(int(v) for v in t.data.reshape(-1).tolist())
+
 
 def _constant_names(block) -> set[str]:
     names = {n for op in block.operators if op.op in _STRUCTURAL_OPS for n in op.outputs}
@@ -294,11 +314,12 @@ def _constant_names(block) -> set[str]:
     return names
 
 
-def _consumers(block) -> dict[str, list[str]]:
-    users: dict[str, list[str]] = {}
+def _consumers(block) -> dict[str, list]:
+    """Tensor name -> the operators of ``block`` that read it."""
+    users: dict[str, list] = {}
     for op in block.operators:
         for name in op.inputs:
-            users.setdefault(name, []).append(op.op)
+            users.setdefault(name, []).append(op)
     return users
 
 
@@ -350,11 +371,124 @@ def _check_u55(view: _OpView, report: VelaTosaReport, consts: set[str], users) -
         if dynamic:
             found.append(issue(f"weights/bias {', '.join(dynamic)} are not constant; Vela needs "
                                "constant weights and bias on Ethos-U55/U65"))
-        if "INT48" in out_types:
+        # an int16 TRANSPOSE_CONV2D has a stricter RESCALE rule: _u55_transpose_conv_problems
+        if "INT48" in out_types and op != "TRANSPOSE_CONV2D":
             consumers = [u for o in outputs for u in users.get(o, [])]
-            if not consumers or any(u != "RESCALE" for u in consumers):
+            if not consumers or any(u.op != "RESCALE" for u in consumers):
                 found.append(issue("16-bit result (int48) is not consumed by a RESCALE",
                                    report.constraint(op, "EXT-INT16")))
+    if op in ("RESIZE", "TRANSPOSE_CONV2D"):
+        problems = (_u55_resize_problems(view) if op == "RESIZE"
+                    else _u55_transpose_conv_problems(view, users))
+        found += [issue(reason, report.constraint(op, word) if word else "")
+                  for reason, word in problems]
+    return found
+
+
+def _u55_resize_problems(view: _OpView) -> list[tuple[str, str]]:
+    """Why Vela 5.2.0 cannot compile this RESIZE for Ethos-U55/U65, as (reason, a word of Vela's
+    constraint to quote, "" when its report does not state the rule); empty when it can.
+
+    Ethos-U55/U65 have no resize unit. Vela turns an identity RESIZE into a copy and one of a
+    1x1 input into a broadcast; any other RESIZE must be a NEAREST upscale by 2, 4 or 8 that it
+    rebuilds from 2x nearest-neighbour upsampling passes. Those reproduce TOSA's sampling only in
+    half-pixel-centre form (scale 2u/2, offset 1-u on both axes) or in align-corners form
+    ((OH-1)/(IH-1) equal to the scale numerator u, whatever the denominator), and only on
+    batch 1. The report asks BILINEAR to be followed by a RESCALE of shift
+    log2(upscale_x*upscale_y); Vela 5.2.0 does not fold that RESCALE into a RESIZE for
+    Ethos-U55/U65, so it refuses every BILINEAR that is not an identity.
+    """
+    x, y = view.op.inputs[0], view.op.outputs[0]
+    params = [view.values(name) for name in view.op.inputs[1:4]]
+    in_shape, out_shape = view.shape(x), view.shape(y)
+    if len(in_shape) != 4 or len(out_shape) != 4 or [p and len(p) for p in params] != [4, 2, 2]:
+        return []  # not a valid TOSA RESIZE: its validation, not a target limit, refuses it
+    (sy_n, sy_d, sx_n, sx_d), (off_y, off_x), (border_y, border_x) = params
+    batch, ih, iw, _ = in_shape
+    oh, ow = out_shape[1:3]
+    mode = view.op.attrs.get("mode")
+    form = f"{mode} RESIZE of {x} (scale {sy_n}/{sy_d} x {sx_n}/{sx_d}, offset {off_y},{off_x})"
+    unshifted = off_y == off_x == border_y == border_x == 0
+    if unshifted and ((sy_n, sy_d, sx_n, sx_d) == (1, 1, 1, 1)
+                      or (mode == "NEAREST" and sy_n == sy_d and sx_n == sx_d)):
+        return []  # an identity: Vela copies the input
+    if mode != "NEAREST":
+        return [(f"{form}: Vela 5.2.0 compiles BILINEAR for Ethos-U55/U65 only as an identity "
+                 "(scale 1/1, no offset or border)", "Bilinear")]
+    if ih * iw == 1:
+        return []  # a 1x1 input: Vela broadcasts the pixel
+    half_pixel = (sy_d == sx_d == 2 and sy_n % 2 == 0 and sx_n % 2 == 0
+                  and (off_y, off_x) == (1 - sy_n // 2, 1 - sx_n // 2))
+    up_y, up_x = (sy_n // 2, sx_n // 2) if half_pixel else (sy_n, sx_n)
+    upscale = max(up_y, up_x)
+    if upscale not in _U55_RESIZE_UPSCALES:
+        read = "numerator, halved for half-pixel centres" if half_pixel else "numerator"
+        return [(f"{form} counts as an upscale by {upscale} (Vela reads the scale {read}); "
+                 "Ethos-U55/U65 upscale by 2, 4 or 8 only", "Upscale")]
+    if (up_y == 1 and ih != 1) or (up_x == 1 and iw != 1):
+        size = ih if up_y == 1 else iw
+        return [(f"{form} upscales one axis only; Ethos-U55/U65 need the other axis (size {size}) "
+                 "to be 1", "Upscale")]
+    if not half_pixel:
+        ratio = max(Fraction(oh - 1, max(ih - 1, 1)), Fraction(ow - 1, max(iw - 1, 1)))
+        if ratio != upscale:
+            return [(f"{form} is neither half-pixel-centre (scale 2u/2 and offset 1-u on both "
+                     f"axes) nor align-corners ((OH-1)/(IH-1) equal to the scale numerator "
+                     f"{upscale}), the only NEAREST forms Ethos-U55/U65 reproduce", "")]
+    if batch != 1:
+        return [(f"{form} has batch {batch}; Ethos-U55/U65 upscale batch 1 only", "")]
+    return []
+
+
+def _u55_transpose_conv_problems(view: _OpView, users) -> list[tuple[str, str]]:
+    """Why Vela 5.2.0 cannot compile this TRANSPOSE_CONV2D for Ethos-U55/U65, as (reason, a word
+    of Vela's constraint to quote); empty when it can.
+
+    Vela runs it as a convolution over an input upsampled with zeros, which covers strides 1x1
+    and 2x2 and, when input and kernel are one row high (one column wide), 1x2 (2x1). A stride
+    along an axis on which the operator writes a single element does not count: Vela resets it
+    to 1 (rows or columns of positive out_pad are filled separately). The int16 form must hand
+    its int48 result to a RESCALE that Vela folds into the convolution, and on Ethos-U55/U65
+    Vela folds into a TRANSPOSE_CONV2D only a scale of exactly 1 (multiplier = 2^shift).
+    """
+    x, weights, y = view.op.inputs[0], view.op.inputs[1], view.op.outputs[0]
+    shapes = [view.shape(x), view.shape(weights), view.shape(y)]
+    if any(len(shape) != 4 for shape in shapes):
+        return []  # not a valid TOSA TRANSPOSE_CONV2D
+    (ih, iw), (kh, kw), (oh, ow) = (shape[1:3] for shape in shapes)
+    pad_top, pad_bottom, pad_left, pad_right = (max(p, 0) for p in view.op.attrs["out_pad"])
+    stride_y, stride_x = view.op.attrs["stride"]
+    if oh - pad_top - pad_bottom == 1:
+        stride_y = 1
+    if ow - pad_left - pad_right == 1:
+        stride_x = 1
+    found = []
+    if not ((stride_y, stride_x) in _U55_TRANSPOSE_CONV_STRIDES
+            or ((stride_y, stride_x) == (1, 2) and ih == kh == 1)
+            or ((stride_y, stride_x) == (2, 1) and iw == kw == 1)):
+        found.append((f"stride {stride_y}x{stride_x} on {x} ({ih}x{iw}, kernel {kh}x{kw}): "
+                      "Ethos-U55/U65 support 1x1 and 2x2, 1x2 only when input and kernel height "
+                      "are 1, 2x1 only when input and kernel width are 1", "Stride"))
+    if view.dtypes([y]) == ["INT48"]:
+        # Vela merges a chain of RESCALEs (each the only reader of the previous result) into one
+        # before it folds it into the convolution: every link must have scale exactly 1
+        chain, result = [], y
+        while result not in view.block.outputs and [u.op for u in users.get(result, [])] == ["RESCALE"]:
+            chain.append(users[result][0])
+            result = chain[-1].outputs[0]
+        if not chain:
+            why = "is a graph output" if y in view.block.outputs else "is not consumed by exactly one RESCALE"
+            found.append((f"int16 result {y} {why}; Ethos-U55/U65 need a RESCALE to take it", "EXT-INT16"))
+        for rescale in chain:
+            multipliers, shifts = (view.values(name) for name in rescale.inputs[1:3])
+            scales = list(zip(multipliers or (), shifts or (), strict=False))
+            off_unit = next(((m, s) for m, s in scales if m != 1 << s), None)
+            if off_unit or not scales:
+                scale = f"multiplier {off_unit[0]}, shift {off_unit[1]}" if off_unit else "a non-constant scale"
+                found.append((f"int16 result {y} is rescaled (into {rescale.outputs[0]}) with {scale}; "
+                              "Ethos-U55/U65 fold into an int16 TRANSPOSE_CONV2D only RESCALEs of scale "
+                              "exactly 1 (multiplier = 2^shift)", "EXT-INT16"))
+                break
     return found
 
 

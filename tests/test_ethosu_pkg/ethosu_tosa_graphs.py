@@ -2,8 +2,8 @@
 
 Each builder returns the serialized flatbuffer (bytes) of a one-operator graph.
 ``PROBES`` names a set of graphs together with the verdict Vela 5.2.0 gives for
-Ethos-U55 and Ethos-U85 (``True`` = compiles); the tests check that
-``check_support`` predicts the same verdict without compiling.
+Ethos-U55 (Ethos-U65 shares it) and Ethos-U85 (``True`` = compiles); the tests check that
+``check_support`` predicts the same verdict without compiling, and that Vela still gives it.
 """
 
 from __future__ import annotations
@@ -39,13 +39,29 @@ class _Graph:
     def zp(self, dtype) -> str:
         return self.const((1,), dtype, [0])
 
-    def op(self, op, inputs: Sequence[str], out_shape: Sequence[int], out_dtype, attr_name: str, *args) -> bytes:
+    def _add(self, op, inputs: Sequence[str], out_shape: Sequence[int], out_dtype, attr_name: str, *args):
         attr = ts.TosaSerializerAttribute()
         getattr(attr, attr_name)(*args)
         out = self.g.addIntermediate(list(out_shape), out_dtype)
         self.g.addOperator(op, list(inputs), [out.name], attr)
-        self.g.addOutputTensor(out)
+        return out
+
+    def hidden(self, op, inputs: Sequence[str], out_shape: Sequence[int], out_dtype, attr_name: str,
+               *args) -> str:
+        """Add an operator whose result stays inside the graph; returns the result's name."""
+        return self._add(op, inputs, out_shape, out_dtype, attr_name, *args).name
+
+    def op(self, op, inputs: Sequence[str], out_shape: Sequence[int], out_dtype, attr_name: str, *args) -> bytes:
+        """Add the graph's last operator, make its result the output, and serialize."""
+        self.g.addOutputTensor(self._add(op, inputs, out_shape, out_dtype, attr_name, *args))
         return self.g.serialize()
+
+    def rescale(self, x: str, x_dtype, shape: Sequence[int], out_dtype, multiplier: int, shift: int) -> tuple:
+        """The ``hidden``/``op`` arguments of RESCALE ``x * multiplier >> shift`` (int16 multiplier,
+        zero points 0)."""
+        scale = [x, self.const((1,), I16, [multiplier]), self.const((1,), I8, [shift])]
+        return (ts.Op.RESCALE, [*scale, self.zp(x_dtype), self.zp(out_dtype)], shape, out_dtype,
+                "RescaleAttribute", False, ts.RoundingMode.SINGLE_ROUND, False, False, False)
 
 
 def unary(op, attr_name: str, dtype, out_dtype=None, shape=(1, 4, 4, 8), *args) -> bytes:
@@ -109,15 +125,63 @@ def depthwise_conv2d(dtype=I8) -> bytes:
                 "DepthwiseConv2dAttribute", [0, 0, 0, 0], [1, 1], [1, 1], False, I32)
 
 
-def transpose_conv2d(dynamic_weights=False) -> bytes:
-    """TRANSPOSE_CONV2D stride 2, 4x4x4 -> 8x8x8 (weights constant unless asked)."""
+def transpose_conv2d(dynamic_weights=False, *, ifm=I8, in_hw=(4, 4), kernel=(2, 2), stride=(2, 2),
+                     out_pad=(0, 0, 0, 0), rescales: Sequence[tuple[int, int]] = ()) -> bytes:
+    """TRANSPOSE_CONV2D of a 4-channel input to 8 channels (stride and out_pad as TOSA orders
+    them: y first; weights constant unless asked). An int16 input accumulates in int48;
+    ``rescales``, (multiplier, shift) pairs, chain RESCALEs after it: to int32, the last one
+    back to the input type."""
     g = _Graph()
-    x = g.input((1, 4, 4, 4), I8)
-    wshape = (8, 2, 2, 4)
+    (ih, iw), (kh, kw) = in_hw, kernel
+    x = g.input((1, ih, iw, 4), ifm)
+    wshape = (8, kh, kw, 4)
     w = g.input(wshape, I8) if dynamic_weights else g.const(wshape, I8, np.ones(wshape))
-    b = g.const((8,), I32, np.zeros(8))
-    return g.op(ts.Op.TRANSPOSE_CONV2D, [x, w, b, g.zp(I8), g.zp(I8)], (1, 8, 8, 8), I32,
-                "TransposeConv2dAttribute", [0, 0, 0, 0], [2, 2], False, I32)
+    acc = I48 if ifm == I16 else I32
+    b = g.const((8,), acc, np.zeros(8))
+    pad_top, pad_bottom, pad_left, pad_right = out_pad
+    out = (1, (ih - 1) * stride[0] + pad_top + pad_bottom + kh, (iw - 1) * stride[1] + pad_left + pad_right + kw, 8)
+    args = (ts.Op.TRANSPOSE_CONV2D, [x, w, b, g.zp(ifm), g.zp(I8)], out, acc, "TransposeConv2dAttribute",
+            list(out_pad), list(stride), False, acc)
+    if not rescales:
+        return g.op(*args)
+    result, result_dtype = g.hidden(*args), acc
+    *between, last = rescales
+    for multiplier, shift in between:
+        result, result_dtype = g.hidden(*g.rescale(result, result_dtype, out, I32, multiplier, shift)), I32
+    return g.op(*g.rescale(result, result_dtype, out, ifm, *last))
+
+
+def half_pixel(up_y: int, up_x: int | None = None) -> dict:
+    """RESIZE operands of an integer upscale with half-pixel centres: scale 2u/2, offset 1-u,
+    border u-1 (the form our lowering emits for NEAREST)."""
+    up_x = up_y if up_x is None else up_x
+    return {"scale": (2 * up_y, 2, 2 * up_x, 2), "offset": (1 - up_y, 1 - up_x),
+            "border": (up_y - 1, up_x - 1)}
+
+
+def align_corners(up_y: int, up_x: int | None = None) -> dict:
+    """RESIZE operands of an integer upscale with aligned corners: scale u/1, no offset or border."""
+    up_x = up_y if up_x is None else up_x
+    return {"scale": (up_y, 1, up_x, 1), "offset": (0, 0), "border": (0, 0)}
+
+
+def resize(mode="NEAREST", scale=(4, 2, 4, 2), offset=(-1, -1), border=(1, 1), in_hw=(4, 4), dtype=I8,
+           batch=1, rescale_shift: int | None = None) -> bytes:
+    """RESIZE of an 8-channel input, output size from the TOSA formula (a half-pixel 2x upscale
+    by default). BILINEAR accumulates in int32 (int48 for int16); ``rescale_shift`` ends the graph
+    with a RESCALE of multiplier 1 and that shift back to the input type."""
+    (ih, iw), (sy_n, sy_d, sx_n, sx_d) = in_hw, scale
+    rows, cols = (ih - 1) * sy_n - offset[0] + border[0], (iw - 1) * sx_n - offset[1] + border[1]
+    assert rows % sy_d == 0 and cols % sx_d == 0, "the output size must be an integer"
+    g = _Graph()
+    x = g.input((batch, ih, iw, 8), dtype)
+    out = (batch, rows // sy_d + 1, cols // sx_d + 1, 8)
+    out_dtype = (I48 if dtype == I16 else I32) if mode == "BILINEAR" else dtype
+    args = (ts.Op.RESIZE, [x, g.shape(scale), g.shape(offset), g.shape(border)], out, out_dtype,
+            "ResizeAttribute", getattr(ts.ResizeMode, mode))
+    if rescale_shift is None:
+        return g.op(*args)
+    return g.op(*g.rescale(g.hidden(*args), out_dtype, out, dtype, 1, rescale_shift))
 
 
 def pool(kind: str, kernel=(2, 2), stride=(2, 2), dtype=I8, shape=(1, 8, 8, 8)) -> bytes:
@@ -207,14 +271,9 @@ def conv2d_int16_then_rescale(out_dtype=I16) -> bytes:
     x = g.input((1, 8, 8, 4), I16)
     w = g.const((8, 3, 3, 4), I8, np.ones((8, 3, 3, 4)))
     b = g.const((8,), I48, np.zeros(8))
-    acc = g.g.addIntermediate([1, 6, 6, 8], I48)
-    attr = ts.TosaSerializerAttribute()
-    attr.Conv2dAttribute([0, 0, 0, 0], [1, 1], [1, 1], False, I48)
-    g.g.addOperator(ts.Op.CONV2D, [x, w, b, g.zp(I16), g.zp(I8)], [acc.name], attr)
-    mult, shift_ = g.const((1,), I16, [1 << 14]), g.const((1,), I8, [20])
-    return g.op(ts.Op.RESCALE, [acc.name, mult, shift_, g.const((1,), I48, [0]), g.zp(out_dtype)],
-                (1, 6, 6, 8), out_dtype, "RescaleAttribute", False, ts.RoundingMode.SINGLE_ROUND,
-                False, False, False)
+    acc = g.hidden(ts.Op.CONV2D, [x, w, b, g.zp(I16), g.zp(I8)], (1, 6, 6, 8), I48, "Conv2dAttribute",
+                   [0, 0, 0, 0], [1, 1], [1, 1], False, I48)
+    return g.op(*g.rescale(acc, I48, (1, 6, 6, 8), out_dtype, 1 << 14, 20))
 
 
 def concat(dtype=I8) -> bytes:
@@ -332,6 +391,81 @@ PROBES: dict[str, tuple[Callable[[], bytes], bool, bool]] = {
     "depthwise_conv2d_i8": (depthwise_conv2d, True, True),
     "transpose_conv2d": (transpose_conv2d, True, True),
     "transpose_conv2d_dynamic_weights": (lambda: transpose_conv2d(True), False, False),
+    # TRANSPOSE_CONV2D strides on Ethos-U55/U65: 1x1, 2x2; 1x2 (2x1) for a one-row (column) input
+    # and kernel; a stride along an axis written as a single element does not count
+    "transpose_conv2d_stride1_k3": (lambda: transpose_conv2d(kernel=(3, 3), stride=(1, 1)), True, True),
+    "transpose_conv2d_stride3": (lambda: transpose_conv2d(kernel=(3, 3), stride=(3, 3)), False, True),
+    "transpose_conv2d_stride1x2_one_row": (
+        lambda: transpose_conv2d(in_hw=(1, 4), kernel=(1, 2), stride=(1, 2)), True, True),
+    "transpose_conv2d_stride1x2_four_rows": (
+        lambda: transpose_conv2d(in_hw=(4, 4), kernel=(1, 2), stride=(1, 2)), False, True),
+    "transpose_conv2d_stride1x2_kernel_two_rows": (
+        lambda: transpose_conv2d(in_hw=(1, 4), kernel=(2, 2), stride=(1, 2)), False, True),
+    "transpose_conv2d_stride2x1_one_column": (
+        lambda: transpose_conv2d(in_hw=(4, 1), kernel=(2, 1), stride=(2, 1)), True, True),
+    "transpose_conv2d_stride2x1_four_columns": (
+        lambda: transpose_conv2d(in_hw=(4, 4), kernel=(2, 1), stride=(2, 1)), False, True),
+    "transpose_conv2d_stride3_single_written_column": (
+        lambda: transpose_conv2d(in_hw=(3, 1), kernel=(2, 1), stride=(2, 3), out_pad=(0, 0, 1, 0)),
+        True, True),
+    "transpose_conv2d_stride3_two_written_columns": (
+        lambda: transpose_conv2d(in_hw=(3, 1), kernel=(2, 2), stride=(2, 3), out_pad=(0, 0, 1, 0)),
+        False, True),
+    "transpose_conv2d_kernel_65x1": (
+        lambda: transpose_conv2d(in_hw=(2, 2), kernel=(65, 1), stride=(1, 1)), True, True),
+    # int16 TRANSPOSE_CONV2D on Ethos-U55/U65: only RESCALEs of scale exactly 1 are folded in
+    # (a chain of RESCALEs is merged first, so each must be 1)
+    "transpose_conv2d_i16_unit_rescale": (
+        lambda: transpose_conv2d(ifm=I16, rescales=[(4, 2)]), True, True),
+    "transpose_conv2d_i16_unit_rescale_stride1": (
+        lambda: transpose_conv2d(ifm=I16, kernel=(3, 3), stride=(1, 1), rescales=[(1 << 14, 14)]), True, True),
+    "transpose_conv2d_i16_half_rescale": (
+        lambda: transpose_conv2d(ifm=I16, rescales=[(2, 2)]), False, True),
+    "transpose_conv2d_i16_rescale": (
+        lambda: transpose_conv2d(ifm=I16, rescales=[(1 << 14, 20)]), False, True),
+    "transpose_conv2d_i16_unit_rescales_chained": (
+        lambda: transpose_conv2d(ifm=I16, rescales=[(4, 2), (8, 3)]), True, True),
+    "transpose_conv2d_i16_unit_then_rescale": (
+        lambda: transpose_conv2d(ifm=I16, rescales=[(4, 2), (1 << 14, 20)]), False, True),
+    "transpose_conv2d_i16_alone": (lambda: transpose_conv2d(ifm=I16), False, True),
+    "transpose_conv2d_i8_rescale": (lambda: transpose_conv2d(rescales=[(1 << 14, 20)]), True, True),
+    # RESIZE on Ethos-U55/U65: identity, 1x1 input, or NEAREST x2/x4/x8 in half-pixel or
+    # align-corners form on batch 1; Ethos-U85 compiles every valid form
+    "resize_nearest_half_pixel_x2": (resize, True, True),
+    "resize_nearest_half_pixel_x4": (lambda: resize(**half_pixel(4)), True, True),
+    "resize_nearest_half_pixel_x8": (lambda: resize(**half_pixel(8)), True, True),
+    "resize_nearest_half_pixel_x3": (lambda: resize(**half_pixel(3)), False, True),
+    "resize_nearest_half_pixel_x16": (lambda: resize(**half_pixel(16)), False, True),
+    "resize_nearest_half_pixel_x2_x4": (lambda: resize(**half_pixel(2, 4)), True, True),
+    "resize_nearest_half_pixel_x2_i16": (lambda: resize(dtype=I16), True, True),
+    "resize_nearest_half_pixel_x2_batch2": (lambda: resize(batch=2), False, True),
+    "resize_nearest_plain_x2": (lambda: resize(scale=(2, 1, 2, 1), offset=(0, 0), border=(1, 1)), False, True),
+    "resize_nearest_offset_x2": (lambda: resize(offset=(1, 1), border=(-1, -1)), False, True),
+    "resize_nearest_align_corners_x2": (lambda: resize(**align_corners(2)), True, True),
+    "resize_nearest_align_corners_x8": (lambda: resize(**align_corners(8)), True, True),
+    "resize_nearest_align_corners_x3": (lambda: resize(**align_corners(3)), False, True),
+    "resize_nearest_align_corners_6_3": (
+        lambda: resize(scale=(6, 3, 6, 3), offset=(0, 0), border=(0, 0)), False, True),
+    "resize_nearest_align_corners_x2_batch2": (lambda: resize(**align_corners(2), batch=2), False, True),
+    "resize_nearest_rows_only": (lambda: resize(**half_pixel(2, 1)), False, True),
+    "resize_nearest_rows_only_one_column": (lambda: resize(**half_pixel(2, 1), in_hw=(4, 1)), True, True),
+    "resize_nearest_identity_3_3": (
+        lambda: resize(scale=(3, 3, 3, 3), offset=(0, 0), border=(0, 0)), True, True),
+    "resize_nearest_identity_batch2": (
+        lambda: resize(scale=(1, 1, 1, 1), offset=(0, 0), border=(0, 0), batch=2), True, True),
+    "resize_nearest_downscale": (
+        lambda: resize(scale=(1, 2, 1, 2), offset=(0, 0), border=(0, 0), in_hw=(7, 7)), False, True),
+    "resize_nearest_1x1_input_x3": (
+        lambda: resize(scale=(3, 1, 3, 1), offset=(0, 0), border=(2, 2), in_hw=(1, 1)), True, True),
+    "resize_bilinear_x2": (
+        lambda: resize("BILINEAR", (2, 1, 2, 1), (0, 0), (1, 1), rescale_shift=2), False, True),
+    "resize_bilinear_half_pixel_x2": (lambda: resize("BILINEAR", rescale_shift=4), False, True),
+    "resize_bilinear_half_pixel_x2_i16": (
+        lambda: resize("BILINEAR", dtype=I16, rescale_shift=4), False, True),
+    "resize_bilinear_1x1_input": (
+        lambda: resize("BILINEAR", (2, 1, 2, 1), (0, 0), (1, 1), in_hw=(1, 1), rescale_shift=2), False, True),
+    "resize_bilinear_identity": (
+        lambda: resize("BILINEAR", (1, 1, 1, 1), (0, 0), (0, 0)), True, True),
     "avg_pool_2x2": (lambda: pool("avg"), True, True),
     "avg_pool_stride4": (lambda: pool("avg", (4, 4), (4, 4)), True, True),
     "avg_pool_batch2": (lambda: pool("avg", shape=(2, 8, 8, 8)), True, True),
