@@ -11,13 +11,17 @@ Example:
 from .api import export_module, lower
 from .errors import LoweringError
 from .lowered import CpuNode, LoweredModel, Partition
-from .ops import REGISTRY
 from .qparams import QParams
 from .quantizer import QuantConfig, TosaQuantizer
+from .support import supported_ops
 
-SUPPORTED_OPS: frozenset[str] = frozenset(
-    f"aten.{t._schema.name.split('::')[-1]}.{t._overloadname}" for t in REGISTRY
-)
+#: Every aten overload that lowers (``aten.<name>.<overload>``), in either profile; derived
+#: from the emitter and pass registries by :func:`lowering.support.support_table`.
+SUPPORTED_OPS: frozenset[str] = supported_ops()
+#: The aten overloads that lower in the INT profile.
+SUPPORTED_OPS_INT: frozenset[str] = supported_ops("INT")
+#: The aten overloads that lower in the FP profile.
+SUPPORTED_OPS_FP: frozenset[str] = supported_ops("FP")
 
 #: Names served from :mod:`lowering.partitioner`, imported on first use (it imports ExecuTorch).
 _PARTITIONER_NAMES = ("TosaPartitioner", "DelegateSpec", "TosaVerifyBackend",
@@ -43,5 +47,7 @@ __all__ = [
     "TosaQuantizer",
     "QParams",
     "SUPPORTED_OPS",
+    "SUPPORTED_OPS_INT",
+    "SUPPORTED_OPS_FP",
     *_PARTITIONER_NAMES,
 ]

@@ -11,7 +11,7 @@ import torch.fx as fx
 
 from .emitter import Emitter
 from .errors import LoweringError
-from .graph_utils import DQ_OPS, Q_OPS, propagate_values, target_name, val
+from .graph_utils import DQ_OPS, Q_OPS, propagate_values, target_name, untyped_dtype, val
 from .lowered import CpuNode, LoweredModel, Partition
 from .passes.base import PassContext
 from .pipeline import run_pipeline
@@ -36,21 +36,35 @@ def _export_error(e: Exception) -> LoweringError:
     return LoweringError(f"{kind}: {type(e).__name__}: {first}{loc}", node=node)
 
 
+def _dtype_problem(node: fx.Node) -> str | None:
+    """Why ``node`` cannot be in a TOSA graph because of a dtype (of its result or of a
+    tensor it reads), or None.
+
+    Example:
+        >>> gm = export_module(torch.nn.ReLU(), (torch.ones(2, dtype=torch.float64),))
+        >>> _dtype_problem(next(n for n in gm.graph.nodes if n.op == "call_function"))
+        'unsupported dtype torch.float64 (TOSA 1.0 has no such type)'
+    """
+    dtype = untyped_dtype(node)
+    return None if dtype is None else f"unsupported dtype {dtype} (TOSA 1.0 has no such type)"
+
+
+def _check_shapes(gm: fx.GraphModule) -> None:
+    for n in gm.graph.nodes:
+        v = val(n)
+        if n.op == "call_function" and v is not None and any(not isinstance(s, int) for s in v.shape):
+            raise LoweringError("data-dependent / dynamic shape", node=n.name,
+                                target=target_name(n))
+
+
 def _check_dtypes(gm: fx.GraphModule) -> None:
     for n in gm.graph.nodes:
         if n.op in ("placeholder", "call_function"):
-            v = val(n)
-            vals = [v] if v is not None else [x for x in (n.meta.get("val") or [])
-                                               if isinstance(x, torch.Tensor)] \
-                if isinstance(n.meta.get("val"), (list, tuple)) else []
-            for t in vals:
-                if t.dtype not in SUPPORTED_DTYPES:
-                    raise LoweringError(f"unsupported dtype {t.dtype} (TOSA 1.0 has no such type)",
-                                        node=n.name, target=target_name(n) if n.op == "call_function" else None)
-            if n.op == "call_function" and v is not None and any(
-                    not isinstance(s, int) for s in v.shape):
-                raise LoweringError("data-dependent / dynamic shape", node=n.name,
-                                    target=target_name(n))
+            problem = _dtype_problem(n)
+            if problem:
+                raise LoweringError(problem, node=n.name,
+                                    target=target_name(n) if n.op == "call_function" else None)
+    _check_shapes(gm)
 
 
 def _is_quantized_graph(model) -> bool:
@@ -118,7 +132,7 @@ def lower(model, example_inputs, *, profile: str = "INT", quantization: QuantCon
     else:
         gm = export_module(model, example_inputs)
         float_model = copy.deepcopy(gm)
-    _check_dtypes(gm)
+    _check_shapes(gm)  # a node of a dtype TOSA lacks (float64...) stays on the CPU
     propagate_values(gm, example_inputs)
     quantized_model = None
     if profile == "INT" and not already_q:
@@ -152,7 +166,10 @@ def lower(model, example_inputs, *, profile: str = "INT", quantization: QuantCon
     if cpu:
         return _report_partial(gm, profile, cpu, float_model, quantized_model, log)
     em = Emitter(gm, profile)
-    tosa = em.emit()
+    try:
+        tosa = em.emit()
+    except LoweringError:  # a visitor refused a node: it moves to the CPU, the rest is lowered
+        return _report_partial(gm, profile, [], float_model, quantized_model, log)
     w = em.writer
     [n for n in gm.graph.nodes if n.op == "placeholder"]
     outs = gm.graph.output_node().args[0]
@@ -184,18 +201,38 @@ def lower(model, example_inputs, *, profile: str = "INT", quantization: QuantCon
 
 
 def _unsupported(gm: fx.GraphModule, profile: str) -> list[CpuNode]:
-    from .ops import REGISTRY
+    """The call_function nodes of a prepared graph that cannot be in a TOSA ``profile`` graph,
+    each with the reason."""
+    from .ops import PROFILES, REGISTRY
 
     cpu = []
     for n in gm.graph.nodes:
         if n.op != "call_function":
             continue
-        if n.target not in REGISTRY:
-            cpu.append(CpuNode(n.name, target_name(n), "operator not supported by the TOSA lowering"))
-        elif profile == "INT" and val(n) is not None and val(n).is_floating_point() \
-                and "qout" not in n.meta and "tosa_dtype" not in n.meta:
-            cpu.append(CpuNode(n.name, target_name(n), "not quantized (left in float)"))
+        reason = _dtype_problem(n)
+        if reason is None and n.target not in REGISTRY:
+            reason = "operator not supported by the TOSA lowering"
+        elif reason is None and profile not in PROFILES[n.target]:
+            reason = f"operator has no TOSA {profile} lowering"
+        elif reason is None and profile == "INT":
+            reason = _unquantized_float(n)
+        if reason:
+            cpu.append(CpuNode(n.name, target_name(n), reason))
     return cpu
+
+
+def _unquantized_float(n: fx.Node) -> str | None:
+    """In INT: why ``n`` would compute on float values (its result or an input not quantized)."""
+    def quantized(x: fx.Node, reader: fx.Node | None) -> bool:
+        v = val(x)
+        return v is None or not v.is_floating_point() or "qout" in x.meta or \
+            "tosa_dtype" in x.meta or (reader is not None and x.name in reader.meta.get("qin", {}))
+
+    if not quantized(n, None):
+        return "not quantized (left in float)"
+    if any(not quantized(a, n) for a in n.all_input_nodes):
+        return "reads a float tensor that is not quantized"
+    return None
 
 
 def _report_partial(gm, profile, cpu, float_model, quantized_model, log) -> LoweredModel:

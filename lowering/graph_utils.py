@@ -26,6 +26,18 @@ except Exception:  # pragma: no cover
 COPY_META_KEYS = ("nn_module_stack", "stack_trace", "source_fn_stack", "from_node", "torch_fn")
 
 
+def op_name(op) -> str:
+    """Normalized name ``aten.<name>.<overload>`` of an aten overload (``str(op)`` otherwise).
+
+    Example:
+        >>> op_name(torch.ops.aten.add.Tensor), op_name(torch.ops.aten.relu.default)
+        ('aten.add.Tensor', 'aten.relu.default')
+    """
+    if isinstance(op, torch._ops.OpOverload) and op.namespace == "aten":
+        return f"aten.{op._schema.name.split('::')[-1]}.{op._overloadname}"
+    return str(op)
+
+
 def target_name(node: fx.Node) -> str:
     """Readable name of a node's target, e.g. ``aten.conv2d.default``.
 
@@ -36,8 +48,7 @@ def target_name(node: fx.Node) -> str:
     """
     t = node.target
     if isinstance(t, torch._ops.OpOverload):
-        return f"aten.{t._schema.name.split('::')[-1]}.{t._overloadname}" if t.namespace == "aten" \
-            else str(t)
+        return op_name(t)
     if t is operator.getitem:
         return "getitem"
     return getattr(t, "__name__", str(t))
@@ -54,15 +65,18 @@ def copy_meta(dst: fx.Node, src: fx.Node) -> None:
 class Builder:
     """Insert new call_function nodes before an anchor node, copying its provenance.
 
+    ``profile`` ("INT", "FP" or None) tells a graph rewrite which TOSA profile it builds for.
+
     Example:
         >>> g = fx.Graph(); x = g.placeholder("x"); r = g.call_function(aten.relu.default, (x,))
         >>> b = Builder(g, r); n = b(aten.neg.default, x); n.meta["orig_node"]
         'relu_default'
     """
 
-    def __init__(self, graph: fx.Graph, anchor: fx.Node):
+    def __init__(self, graph: fx.Graph, anchor: fx.Node, profile: str | None = None):
         self.graph = graph
         self.anchor = anchor
+        self.profile = profile
 
     def __call__(self, target, *args, **kwargs) -> fx.Node:
         with self.graph.inserting_before(self.anchor):
@@ -166,6 +180,33 @@ def tensor_args(node: fx.Node) -> list[fx.Node]:
         elif isinstance(a, (list, tuple)):
             out.extend(x for x in a if isinstance(x, fx.Node))
     return out
+
+
+def tensor_values(node: fx.Node) -> list[torch.Tensor]:
+    """The tensor(s) ``node`` produces, from its value metadata (empty when unknown)."""
+    v = val(node)
+    if v is not None:
+        return [v]
+    vals = node.meta.get("val")
+    return [x for x in vals if isinstance(x, torch.Tensor)] if isinstance(vals, (list, tuple)) else []
+
+
+def untyped_dtype(node: fx.Node) -> torch.dtype | None:
+    """A dtype TOSA has no type for (float64, complex...) among the tensors ``node`` produces
+    or reads, or None. Such nodes stay on the CPU; passes leave them alone.
+
+    Example:
+        >>> g = fx.Graph(); x = g.placeholder("x"); x.meta["val"] = torch.zeros(2, dtype=torch.float64)
+        >>> untyped_dtype(g.call_function(aten.relu.default, (x,)))
+        torch.float64
+    """
+    from .serialize import TORCH_TO_TOSA
+
+    for n in (node, *node.all_input_nodes):
+        for t in tensor_values(n):
+            if t.dtype not in TORCH_TO_TOSA:
+                return t.dtype
+    return None
 
 
 def val(node) -> torch.Tensor | None:

@@ -11,8 +11,8 @@ How a node is decided (the same analysis runs on the ATen program, to tell Execu
 ops to keep whole, and on the edge program, to tag partitions):
 
 1. user filters (op type, module path, node name) put nodes on the CPU;
-2. the pass pipeline runs over a copy of the whole graph; what it leaves unsupported (no
-   visitor, or float left unquantized in the INT profile) stays on the CPU;
+2. the pass pipeline runs over a copy of the whole graph (the probe); what it leaves
+   unsupported (no visitor, or float left unquantized in the INT profile) stays on the CPU;
 3. the rest is grouped into cycle-free partitions; a node whose tensor would cross a
    partition boundary in a dtype the delegate cannot carry faithfully (float in the INT
    profile, int64, uint8, a tuple, a non-contiguous tensor) stays on the CPU -- in INT this
@@ -23,6 +23,15 @@ ops to keep whole, and on the edge program, to tag partitions):
 
 So an unsupported op never fails a lowering: it is reported in
 :attr:`TosaPartitioner.cpu_nodes` with the reason.
+
+The pass pipeline (the costly part: it runs the graph to know every value) runs over the
+whole graph once, for the probe, and once per delegated partition. The probe's lowered graph
+serves the ATen-stage trials: each partition is cut out of it and only emitted, as
+:func:`lowering.lower` emits its partitions. At the edge stage each partition is lowered on
+its own, exactly as the backend will lower it, and the TOSA is kept by graph identity
+(:func:`_lower_partition`), so the backend's ``preprocess``, handed the same graph again,
+reuses those bytes. (After ``to_edge()`` the trials see stand-in weights, so there the
+backend lowers each partition once more, with the real ones.)
 
 The ATen-stage decision is recorded on every node (``node.meta["custom"]``, which ExecuTorch
 carries through its decompositions), and the edge stage keeps those CPU decisions: the ops
@@ -35,6 +44,7 @@ trial lowering uses the real weights seen at the ATen stage. With ``to_edge()`` 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
@@ -60,8 +70,9 @@ from .api import (
     prepare_graph_module,
     supported_groups,
 )
-from .emitter import module_path
+from .emitter import Emitter, module_path
 from .errors import LoweringError
+from .graph_utils import get_constant
 from .lowered import CpuNode
 from .ops import REGISTRY
 from .passes.decompose import DECOMPOSITIONS
@@ -305,6 +316,12 @@ def _op_pattern(op) -> str:
     return text if "." in text else f"aten.{text}"
 
 
+def _named(node: fx.Node) -> str:
+    """A node for a message: its name, and its op when it computes (names alone differ
+    between the ATen program, where decisions are made, and the edge program)."""
+    return f"{node.name} ({_op_name(node.target)})" if node.op == "call_function" else node.name
+
+
 def _boundary_problem(node: fx.Node, profile: str) -> str | None:
     v = node.meta.get("val")
     if not isinstance(v, torch.Tensor):
@@ -314,6 +331,85 @@ def _boundary_problem(node: fx.Node, profile: str) -> str | None:
     if v.dim() > 1 and not v.is_contiguous():
         return "is not contiguous"
     return None
+
+
+# --------------------------------------------------------------------------- partition TOSA
+#: TOSA of the partitions lowered by the last :meth:`TosaPartitioner.partition`, by
+#: :func:`_partition_key`, until the backend takes it: one model's worth at most.
+_PARTITION_TOSA: dict[str, bytes] = {}
+
+
+def _inputs_first(gm: fx.GraphModule) -> fx.GraphModule:
+    """Move the constants (``get_attr`` nodes, sorted by name) and then the placeholders (in
+    their order, which is the partition's input order) to the start of ``gm``.
+
+    A partition reaches us twice: cut from the edge program by :func:`extract_subgraph`
+    (inputs at their first use) and as the program ExecuTorch hands the backend (inputs
+    first, constants in its own order). In this one order both are the same graph.
+    """
+    inputs = sorted((n for n in gm.graph.nodes if n.op == "get_attr"), key=lambda n: n.name)
+    inputs += [n for n in gm.graph.nodes if n.op == "placeholder"]
+    first_other = next(n for n in gm.graph.nodes if n.op not in ("get_attr", "placeholder"))
+    for node in inputs:
+        first_other.prepend(node)
+    gm.recompile()
+    return gm
+
+
+def _value_summary(value) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"{tuple(value.shape)}:{value.dtype}:{value.stride()}"
+    if isinstance(value, (list, tuple)):
+        return "(" + ",".join(_value_summary(v) for v in value) + ")"
+    return type(value).__name__
+
+
+def _partition_key(gm: fx.GraphModule, profile: str) -> str:
+    """Identity of a partition graph: everything its lowering reads.
+
+    That is the graph text (node names, which name the TOSA tensors, ops, arguments, node
+    order), the shape, dtype and strides of every value, and the bytes of every constant.
+    """
+    digest = hashlib.sha256(f"{profile}\n{gm.graph}".encode())
+    for node in gm.graph.nodes:
+        digest.update(f"{node.name}={_value_summary(node.meta.get('val'))}".encode())
+        constant = get_constant(gm, node)
+        if constant is not None:
+            raw = constant.detach().cpu().contiguous().reshape(-1).view(torch.uint8)
+            digest.update(f"{node.name}:{tuple(constant.shape)}:{constant.dtype}".encode())
+            digest.update(raw.numpy())
+    return digest.hexdigest()
+
+
+def _lower_partition(gm: fx.GraphModule, profile: str) -> tuple[bytes, Emitter]:
+    """:func:`lower_graph_module` for a partition graph (in place), keeping the TOSA for
+    :func:`_partition_tosa`; raises as :func:`lower_graph_module` does."""
+    key = _partition_key(_inputs_first(gm), profile)
+    tosa, em = lower_graph_module(gm, profile)
+    _PARTITION_TOSA[key] = tosa
+    return tosa, em
+
+
+def _emit(gm: fx.GraphModule, profile: str) -> tuple[bytes, Emitter]:
+    """Emit a graph the pass pipeline has prepared already (cut from a prepared graph)."""
+    em = Emitter(gm, profile)
+    return em.emit(), em
+
+
+def _cut_out(prepared: fx.GraphModule, group: list[str]) -> fx.GraphModule:
+    """The nodes named in ``group``, and those the pass pipeline made from them, cut out of
+    ``prepared`` (a graph the pipeline ran over) by :func:`extract_subgraph`."""
+    members = set(group)
+    names = [n.name for n in prepared.graph.nodes
+             if n.op == "call_function" and n.meta.get("orig_node", n.name) in members]
+    return extract_subgraph(prepared, names)
+
+
+def _partition_tosa(gm: fx.GraphModule, profile: str) -> bytes:
+    """The TOSA of a partition graph: the bytes :func:`_lower_partition` produced for the same
+    graph (taken: the backend asks once per partition), else lowered now."""
+    kept = _PARTITION_TOSA.pop(_partition_key(_inputs_first(gm), profile), None)
+    return kept if kept is not None else lower_graph_module(gm, profile)[0]
 
 
 # --------------------------------------------------------------------------- Vela
@@ -342,7 +438,7 @@ def _vela_payload(tosa: bytes, spec: DelegateSpec) -> bytes:
 # --------------------------------------------------------------------------- backends
 def _preprocess(edge_program: ExportedProgram, compile_specs: list[CompileSpec]) -> bytes:
     spec = DelegateSpec.from_compile_specs(compile_specs)
-    tosa, _ = lower_graph_module(to_aten_module(edge_program), spec.profile)
+    tosa = _partition_tosa(to_aten_module(edge_program), spec.profile)
     return _vela_payload(tosa, spec) if spec.ethosu_target else tosa
 
 
@@ -489,7 +585,8 @@ class TosaPartitioner(Partitioner):
 
     def partition(self, exported_program: ExportedProgram) -> PartitionResult:
         """Tag the delegated nodes of an edge program, one tag per partition."""
-        plan = self._analyse(exported_program)
+        _PARTITION_TOSA.clear()  # what the backend has not taken belongs to an older program
+        plan = self._analyse(exported_program, payloads=True)
         nodes = {n.name: n for n in exported_program.graph.nodes}
         tags = {}
         for i, names in enumerate(plan.groups):
@@ -511,7 +608,7 @@ class TosaPartitioner(Partitioner):
         return d if isinstance(d, dict) and d.get("owner") == self._key else None
 
     def _annotate(self, ep: ExportedProgram) -> None:
-        plan = self._analyse(ep)
+        plan = self._analyse(ep, payloads=False)
         delegated = {name for g in plan.groups for name in g}
         for n in ep.graph.nodes:
             if n.op == "call_function":
@@ -547,7 +644,10 @@ class TosaPartitioner(Partitioner):
                 return f"excluded by op type {pattern!r}"
         return None
 
-    def _analyse(self, ep: ExportedProgram) -> _Plan:
+    def _analyse(self, ep: ExportedProgram, *, payloads: bool) -> _Plan:
+        """Decide every node of ``ep``. With ``payloads`` (the edge stage) each partition is
+        lowered on its own, as the backend will lower it, and its TOSA kept for the backend;
+        otherwise partitions are only emitted from the probe's lowered graph."""
         try:
             work = to_aten_module(ep, self._stand_in)
         except Exception as e:  # noqa: BLE001 - never fail a lowering on analysis
@@ -559,12 +659,17 @@ class TosaPartitioner(Partitioner):
             reason = self._exclusion(n)
             if reason:
                 cpu[n.name] = reason
+        probed = None
         if not all(self._decision(n) is not None for n in calls):
-            self._probe(work, calls, cpu)  # else: probed already, on the ATen program
-        return self._converge(work, calls, cpu)
+            probed = self._probe(work, calls, cpu)  # else: probed already, on the ATen program
+        return self._converge(work, calls, cpu, None if payloads else probed)
 
-    def _probe(self, work: fx.GraphModule, calls: list[fx.Node], cpu: dict[str, str]) -> None:
-        """Run the pipeline over the whole graph; what it leaves unsupported stays on the CPU."""
+    def _probe(self, work: fx.GraphModule, calls: list[fx.Node],
+               cpu: dict[str, str]) -> fx.GraphModule | None:
+        """Run the pipeline over the whole graph; what it leaves unsupported stays on the CPU.
+
+        Returns the lowered graph (``None`` when the pipeline fails: then nothing is delegated).
+        """
         names = {n.name for n in calls}
         for n in calls:
             v = n.meta.get("val")
@@ -578,13 +683,15 @@ class TosaPartitioner(Partitioner):
         except Exception as e:  # noqa: BLE001
             for n in calls:
                 cpu.setdefault(n.name, f"pass pipeline failed: {type(e).__name__}: {e}")
-            return
+            return None
         for c in _unsupported(probe, self.delegate_spec.profile):
             node = next((m for m in probe.graph.nodes if m.name == c.node), None)
             origin = node.meta.get("orig_node", c.node) if node is not None else c.node
             cpu.setdefault(origin if origin in names else c.node, c.reason)
+        return probe
 
-    def _converge(self, work: fx.GraphModule, calls: list[fx.Node], cpu: dict[str, str]) -> _Plan:
+    def _converge(self, work: fx.GraphModule, calls: list[fx.Node], cpu: dict[str, str],
+                  probed: fx.GraphModule | None) -> _Plan:
         by_name = {n.name: n for n in work.graph.nodes}
         tried: dict[tuple[str, ...], dict[str, str]] = {}
         for _ in range(len(calls) + 1):
@@ -597,7 +704,7 @@ class TosaPartitioner(Partitioner):
             for g in groups:
                 key = tuple(g)
                 if key not in tried:
-                    tried[key] = self._trial(work, by_name, g)
+                    tried[key] = self._trial(work, by_name, g, probed)
                 if tried[key]:
                     cpu.update(tried[key])
                     changed = True
@@ -632,22 +739,33 @@ class TosaPartitioner(Partitioner):
                     if a.op != "get_attr" and not together(a, node):
                         why = _boundary_problem(a, profile)
                         if why:
-                            problem = f"input {a.name} {why} at the delegate boundary ({profile})"
+                            problem = f"input {_named(a)} {why} at the delegate boundary ({profile})"
                             break
-                if problem is None and any(not together(node, u) for u in node.users):
+                readers = [u for u in node.users if not together(node, u)]
+                if problem is None and readers:
                     why = _boundary_problem(node, profile)
                     if why:
-                        problem = f"output {why} at the delegate boundary ({profile})"
+                        problem = (f"output {why} at the delegate boundary ({profile}), "
+                                   f"read by {_named(readers[0])}")
                 if problem:
                     cpu[node.name] = problem
                     changed = changed_any = True
         return changed_any
 
-    def _trial(self, work: fx.GraphModule, by_name, group: list[str]) -> dict[str, str]:
-        """Lower ``group`` for real; the nodes to move to the CPU (empty when it works)."""
-        sub = extract_subgraph(work, group)
+    def _trial(self, work: fx.GraphModule, by_name, group: list[str],
+               probed: fx.GraphModule | None) -> dict[str, str]:
+        """Lower ``group`` for real; the nodes to move to the CPU (empty when it works).
+
+        With ``probed`` (the whole graph after the pass pipeline) the group's nodes, and the
+        ones the pipeline made from them, are cut out of it and emitted; without, the group
+        is lowered on its own and its TOSA kept for the backend.
+        """
+        if probed is None:
+            sub, lower = extract_subgraph(work, group), _lower_partition
+        else:
+            sub, lower = _cut_out(probed, group), _emit
         try:
-            tosa, em = lower_graph_module(sub, self.delegate_spec.profile)
+            tosa, em = lower(sub, self.delegate_spec.profile)
         except LoweringError as e:
             return self._blame(sub, by_name, group, e.node, f"lowering failed: {e.reason}")
         except Exception as e:  # noqa: BLE001
@@ -699,16 +817,23 @@ def _is_qdq(target) -> bool:
 def _preserved_ops() -> set:
     """Ops we lower (a visitor, or a decomposition of our pipeline such as layer_norm) that
     ExecuTorch would decompose and can keep whole (functional, not aliasing)."""
+    # ExecuTorch asks several times per lowering, and torch builds its decomposition table
+    # anew on every call (50-100 ms): remember the answer while our registries stay the same.
+    return set(_preserved_ops_for(frozenset(REGISTRY), frozenset(DECOMPOSITIONS)))
+
+
+@functools.lru_cache(maxsize=4)
+def _preserved_ops_for(lowered: frozenset, decomposed: frozenset) -> frozenset:
     table = torch.export.default_decompositions()
     keep = set()
-    for op in {*REGISTRY, *DECOMPOSITIONS}:
+    for op in lowered | decomposed:
         if not isinstance(op, torch._ops.OpOverload) or op in _DECOMPOSE_IS_FINE:
             continue
         schema = op._schema
         if op not in table or schema.is_mutable or any(r.alias_info for r in schema.returns):
             continue
         keep.add(op)
-    return keep
+    return frozenset(keep)
 
 
 # --------------------------------------------------------------------------- payloads

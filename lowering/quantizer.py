@@ -26,6 +26,7 @@ from torchao.quantization.pt2e.quantizer import (
 )
 
 from .graph_utils import get_constant, val
+from .ops.activation import STEP_FUNCTIONS, table_ops
 from .passes.base import PassContext
 from .passes.decompose import DecomposeForTosa, ScalarsToTensors
 from .passes.fold_batch_norm import FoldBatchNorm
@@ -115,8 +116,8 @@ def _derive_bias_qparams(obs_or_fqs):
     return scale, torch.zeros_like(scale, dtype=torch.int32)
 
 
-WEIGHTED = {aten.conv2d.default, aten.conv1d.default, aten.linear.default,
-            aten.conv_transpose2d.input, aten.convolution.default}
+WEIGHTED = {aten.conv2d.default, aten.conv2d.padding, aten.conv1d.default, aten.conv1d.padding,
+            aten.linear.default, aten.conv_transpose2d.input, aten.convolution.default}
 FUSABLE_PRODUCERS = WEIGHTED | {aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor}
 BINARY = {aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.matmul.default,
           aten.bmm.default, aten.mm.default}
@@ -135,20 +136,19 @@ SHARED = {
     aten.avg_pool1d.default, aten.adaptive_avg_pool1d.default, aten.flip.default,
     aten.upsample_bilinear2d.vec, aten.upsample_bilinear2d.default,
     aten.relu.default, aten.hardtanh.default, aten.clamp.default, aten.relu6.default,
+    aten._unsafe_view.default, aten.view_copy.default, aten.narrow.default,
+    aten.expand_copy.default, aten.numpy_T.default, aten._adaptive_avg_pool2d.default,
 }
 # Activations as output-quantized standalone ops (relu & co. are SHARED when not fused
 # would waste half the range; annotate them with their own observer instead).
-OWN_OUTPUT_ACT = {aten.relu.default, aten.hardtanh.default, aten.clamp.default,
-                  aten.relu6.default}
-TABLE = {
-    aten.sigmoid.default, aten.tanh.default, aten.gelu.default, aten.silu.default,
-    aten.hardswish.default, aten.hardsigmoid.default, aten.exp.default, aten.log.default,
-    aten.sqrt.default, aten.rsqrt.default, aten.reciprocal.default, aten.elu.default,
-    aten.leaky_relu.default, aten.erf.default, aten.neg.default, aten.abs.default,
-    aten.pow.Tensor_Scalar, aten.softplus.default, aten.sin.default, aten.cos.default,
-    aten.mish.default, aten.log1p.default, aten.expm1.default,
-}
-OWN_OUTPUT = {aten.sum.dim_IntList, aten.cumsum.default}
+OWN_OUTPUT_ACT = {aten.relu.default, aten.relu_.default, aten.hardtanh.default,
+                  aten.hardtanh_.default, aten.clamp.default, aten.relu6.default}
+#: one TABLE each in INT: every unary function of the activation / unary visitors
+TABLE = set(table_ops())
+OWN_OUTPUT = {aten.sum.dim_IntList, aten.sum.default, aten.mean.default, aten.cumsum.default}
+# Ops reading a quantized input whose result is not a real value (indices): the input is
+# observed (a graph input would otherwise stay float), the output is not.
+INPUT_ONLY = {aten.argmax.default, aten.argmin.default}
 CAT = {aten.cat.default, aten.stack.default}
 WHERE = {aten.where.self}
 GATHER_WEIGHT = {aten.embedding.default}
@@ -167,10 +167,19 @@ def _is_channel_mean(n: fx.Node) -> bool:
 
 
 def _is_float(n) -> bool:
+    """Whether ``n`` is a float32 tensor, the only dtype TosaQuantizer quantizes: float64
+    side computations and integer tensors keep their dtype (unknown values count as float)."""
     if not isinstance(n, fx.Node):
         return False
     v = val(n)
-    return v is None or (isinstance(v, torch.Tensor) and v.is_floating_point())
+    return v is None or (isinstance(v, torch.Tensor) and v.dtype == torch.float32)
+
+
+def _output_is_other_dtype(n: fx.Node) -> bool:
+    """A node whose (known) result is a tensor of another dtype than float32 (float64, int,
+    bool) gets no output observer."""
+    v = val(n)
+    return isinstance(v, torch.Tensor) and v.dtype != torch.float32
 
 
 class TosaQuantizer(Quantizer):
@@ -216,6 +225,8 @@ class TosaQuantizer(Quantizer):
             if n.op != "call_function" or "quantization_annotation" in n.meta:
                 continue
             t = n.target
+            if _output_is_other_dtype(n) and t not in COMPARE and t not in INPUT_ONLY:
+                continue  # float64 side computations and integer / bool math stay as they are
             ins: dict = {}
             out = None
             x = n.args[0] if n.args else None
@@ -279,10 +290,14 @@ class TosaQuantizer(Quantizer):
                     ins[a] = SharedQuantizationSpec((tensors[0], n))
                 out = SharedQuantizationSpec((tensors[0], n))
             elif t in TABLE or t in OWN_OUTPUT or t == aten.mean.dim:
+                if not _is_float(x) or (t in STEP_FUNCTIONS and act.dtype != torch.int8):
+                    continue  # step functions: the int16 TABLE interpolates (CPU instead)
+                ins[x] = act
+                out = act
+            elif t in INPUT_ONLY:
                 if not _is_float(x):
                     continue
                 ins[x] = act
-                out = act
             elif t in GATHER_WEIGHT:
                 w = n.args[0]
                 ins[w] = act

@@ -8,7 +8,8 @@ from . import (  # noqa: F401
     pool,
     reduce,
     shape,
+    unary,
 )
-from .registry import REGISTRY, register
+from .registry import ALL_PROFILES, PROFILES, REGISTRY, register
 
-__all__ = ["REGISTRY", "register"]
+__all__ = ["REGISTRY", "PROFILES", "ALL_PROFILES", "register"]

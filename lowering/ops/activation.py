@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -10,7 +11,18 @@ import torch
 
 from ..emitter import INT_OF
 from ..errors import LoweringError
-from .common import clamp, fp_binary, fp_scalar, fp_unary, quantize_value, requantize, rescale
+from .common import (
+    clamp,
+    compare,
+    fp_binary,
+    fp_scalar,
+    fp_sqrt,
+    fp_unary,
+    quantize_value,
+    requantize,
+    rescale,
+    select,
+)
 from .registry import register
 
 aten = torch.ops.aten
@@ -117,104 +129,214 @@ def table(em, node, fn, x_node, layout, out=None):
     return out
 
 
-TABLE_OPS = [
-    aten.sigmoid.default, aten.tanh.default, aten.gelu.default, aten.silu.default,
-    aten.hardswish.default, aten.hardsigmoid.default, aten.exp.default, aten.log.default,
-    aten.sqrt.default, aten.rsqrt.default, aten.reciprocal.default, aten.elu.default,
-    aten.leaky_relu.default, aten.erf.default, aten.softplus.default, aten.sin.default,
-    aten.cos.default, aten.mish.default, aten.pow.Tensor_Scalar, aten.log1p.default,
-    aten.expm1.default, aten.abs.default, aten.neg.default,
-]
+#: aten op -> FP builder ``fn(em, node, x, out)``: writes ``out`` from the tensor ``x``
+#: (FP32, or an integer type for the ops that keep it: abs, neg, rounding). In INT each of
+#: these ops is one TABLE (:func:`table`) of the op itself.
+FP_BUILDERS: dict = {}
+#: Ops whose value jumps (floor, round, sign...): a TABLE must hold every input value, which
+#: the int8 TABLE does and the interpolating int16 TABLE (513 samples) does not.
+STEP_FUNCTIONS: set = set()
 
 
-def _fp_composite(em, node, x, rank):
-    """Float implementation of each TABLE op using TOSA FP primitives."""
-    t = node.target
-    c = lambda v, s: fp_scalar(em, v, rank, s)  # noqa: E731
-    native = {aten.sigmoid.default: "SIGMOID", aten.tanh.default: "TANH",
-              aten.exp.default: "EXP", aten.log.default: "LOG", aten.rsqrt.default: "RSQRT",
-              aten.reciprocal.default: "RECIPROCAL", aten.erf.default: "ERF",
-              aten.sin.default: "SIN", aten.cos.default: "COS", aten.abs.default: "ABS",
-              aten.neg.default: "NEGATE"}
-    if t in native:
-        return fp_unary(em, native[t], x, "fp", out=em.out(node, em.layout(node)))
-    out = em.out(node, em.layout(node))
-    if t == aten.sqrt.default:
-        r = fp_unary(em, "RSQRT", x, "rsqrt")
-        return fp_unary(em, "RECIPROCAL", r, "fp", out=out)
-    if t == aten.gelu.default:
-        approx = node.kwargs.get("approximate", node.args[1] if len(node.args) > 1 else "none")
-        if approx == "tanh":
-            x3 = fp_binary(em, "MUL", fp_binary(em, "MUL", x, x, "x2"), x, "x3")
-            inner = fp_binary(em, "ADD", x, fp_binary(em, "MUL", x3, c(0.044715, "k1"), "kx3"), "in")
-            th = fp_unary(em, "TANH", fp_binary(em, "MUL", inner, c(math.sqrt(2 / math.pi), "k2"), "sc"), "th")
-        else:
-            th = fp_unary(em, "ERF", fp_binary(em, "MUL", x, c(1 / math.sqrt(2), "k1"), "sc"), "erf")
-        one = fp_binary(em, "ADD", th, c(1.0, "one"), "p1")
-        hx = fp_binary(em, "MUL", x, c(0.5, "half"), "hx")
-        return fp_binary(em, "MUL", hx, one, "fp", out=out)
-    if t == aten.silu.default:
-        return fp_binary(em, "MUL", x, fp_unary(em, "SIGMOID", x, "sig"), "fp", out=out)
-    if t in (aten.hardswish.default, aten.hardsigmoid.default):
-        p3 = fp_binary(em, "ADD", x, c(3.0, "three"), "p3")
-        cl = em.new("cl", em.writer.shapes[p3], "FP32")
-        clamp(em, p3, 0.0, 6.0, cl)
-        hs = fp_binary(em, "MUL", cl, c(1.0 / 6.0, "sixth"), "hs")
-        if t == aten.hardsigmoid.default:
-            em.writer.op("IDENTITY", [hs], out)
-            return out
-        return fp_binary(em, "MUL", x, hs, "fp", out=out)
-    if t == aten.leaky_relu.default:
-        slope = node.args[1] if len(node.args) > 1 else 0.01
-        xs = fp_binary(em, "MUL", x, c(slope, "slope"), "xs")
-        return fp_binary(em, "MAXIMUM" if slope <= 1 else "MINIMUM", x, xs, "fp", out=out)
-    if t == aten.elu.default:
-        alpha = node.args[1] if len(node.args) > 1 else 1.0
-        e = fp_binary(em, "SUB", fp_unary(em, "EXP", x, "exp"), c(1.0, "one"), "em1")
-        neg = fp_binary(em, "MUL", e, c(alpha, "alpha"), "neg")
-        cond = em.new("pos", em.writer.shapes[x], "BOOL")
-        em.writer.op("GREATER", [x, c(0.0, "zero")], cond)
-        em.writer.op("SELECT", [cond, x, neg], out)
-        return out
-    if t == aten.softplus.default:
-        beta = node.args[1] if len(node.args) > 1 else 1.0
-        thr = node.args[2] if len(node.args) > 2 else 20.0
-        bx = fp_binary(em, "MUL", x, c(beta, "beta"), "bx")
-        sp = fp_unary(em, "LOG", fp_binary(em, "ADD", fp_unary(em, "EXP", bx, "exp"), c(1.0, "one"), "p1"), "log")
-        sp = fp_binary(em, "MUL", sp, c(1.0 / beta, "ibeta"), "sp")
-        cond = em.new("big", em.writer.shapes[x], "BOOL")
-        em.writer.op("GREATER", [bx, c(thr, "thr")], cond)
-        em.writer.op("SELECT", [cond, x, sp], out)
-        return out
-    if t == aten.pow.Tensor_Scalar:
-        e = float(node.args[1])
-        em.writer.op("POW", [x, c(e, "exp")], out)
-        return out
-    if t == aten.log1p.default:
-        return fp_unary(em, "LOG", fp_binary(em, "ADD", x, c(1.0, "one"), "p1"), "fp", out=out)
-    if t == aten.expm1.default:
-        return fp_binary(em, "SUB", fp_unary(em, "EXP", x, "exp"), c(1.0, "one"), "fp", out=out)
-    if t == aten.mish.default:
-        sp = fp_unary(em, "LOG", fp_binary(em, "ADD", fp_unary(em, "EXP", x, "exp"), c(1.0, "one"), "p1"), "sp")
-        return fp_binary(em, "MUL", x, fp_unary(em, "TANH", sp, "th"), "fp", out=out)
-    raise LoweringError("no FP lowering", node=node.name)
+def unary_function(*targets, step: bool = False):
+    """Register element-wise functions of one tensor: a TABLE in INT, ``fn`` in FP.
+
+    ``fn(em, node, x, out)`` emits the FP graph; ``step`` marks functions with jumps
+    (int8 TABLE only). The emitter registered for ``targets`` carries ``fn``'s name, module
+    and docstring, so the supported-op table names the FP builder.
+
+    Example:
+        >>> from lowering.ops import REGISTRY
+        >>> REGISTRY[aten.sigmoid.default].__name__, aten.sigmoid.default in FP_BUILDERS
+        ('sigmoid', True)
+    """
+
+    def deco(fn):
+        @functools.wraps(fn)
+        def emit(em, node):
+            _emit_unary(em, node, fn)
+
+        for t in targets:
+            FP_BUILDERS[t] = fn
+            if step:
+                STEP_FUNCTIONS.add(t)
+        register(*targets)(emit)
+        return fn
+
+    return deco
 
 
-@register(*TABLE_OPS)
-def table_op(em, node):
+def table_ops() -> frozenset:
+    """The ops lowered as one TABLE in INT (every :func:`unary_function`).
+
+    Example:
+        >>> aten.tanh.default in table_ops()
+        True
+    """
+    return frozenset(FP_BUILDERS)
+
+
+def _emit_unary(em, node, fp_builder):
     x_node = node.args[0]
     layout = em.layout(node)
-    if em.is_int:
+    if em.is_int and em.qout(node) is not None:
+        qi = em.qin(node, x_node)
+        if node.target in STEP_FUNCTIONS and qi is not None and qi.dtype != torch.int8:
+            raise LoweringError("a step function needs a TABLE entry per input value: "
+                                "int8 only (the int16 TABLE interpolates)", node=node.name)
         out = table(em, node, _reference_fn(node), x_node, layout)
     else:
         x = em.tensor(x_node, layout)
-        if em.dtype(node) == "INT32" and node.target in (aten.abs.default, aten.neg.default):
-            out = em.out(node, layout)
-            if node.target == aten.abs.default:
-                em.writer.op("ABS", [x], out)
-            else:
-                z = em.const("zp", [0], "INT32", [1])
-                em.writer.op("NEGATE", [x, z, z], out)
-        else:
-            out = _fp_composite(em, node, x, len(em.shape(node)))
+        if em.writer.dtypes[x] != em.dtype(node):
+            raise LoweringError(f"{em.writer.dtypes[x]} input with a {em.dtype(node)} result "
+                                "(integer inputs of a float function)", node=node.name)
+        out = em.out(node, layout)
+        fp_builder(em, node, x, out)
     em.bind(node, out, layout)
+
+
+def _native(tosa_op: str):
+    def build(em, node, x, out):
+        fp_unary(em, tosa_op, x, "fp", out=out)
+
+    build.__name__ = build.__qualname__ = tosa_op.lower()
+    build.__doc__ = f"One TOSA {tosa_op}."
+    return build
+
+
+for _target, _tosa_op in {aten.sigmoid.default: "SIGMOID", aten.tanh.default: "TANH",
+                          aten.exp.default: "EXP", aten.log.default: "LOG",
+                          aten.rsqrt.default: "RSQRT", aten.reciprocal.default: "RECIPROCAL",
+                          aten.erf.default: "ERF", aten.sin.default: "SIN",
+                          aten.cos.default: "COS", aten.abs.default: "ABS",
+                          aten.neg.default: "NEGATE"}.items():
+    unary_function(_target)(_native(_tosa_op))
+
+
+def fp_const(em, node, value: float, suffix: str, dtype: str = "FP32") -> str:
+    """A one-element constant of rank ``node``'s output (so that it broadcasts against it).
+
+    Example:
+        >>> from lowering.api import export_module
+        >>> from lowering.emitter import Emitter
+        >>> from lowering.graph_utils import propagate_values
+        >>> gm = export_module(torch.nn.Tanh(), (torch.ones(2, 3),))
+        >>> propagate_values(gm, (torch.ones(2, 3),))
+        >>> em = Emitter(gm, "FP"); em.current = next(iter(gm.graph.nodes))
+        >>> em.writer.shapes[fp_const(em, em.current, 0.5, "half")]
+        [1, 1]
+    """
+    return fp_scalar(em, value, len(em.shape(node)), suffix, dtype)
+
+
+@unary_function(aten.sqrt.default)
+def sqrt(em, node, x, out):
+    """1 / rsqrt(x)."""
+    fp_sqrt(em, x, "fp", out=out)
+
+
+@unary_function(aten.gelu.default)
+def gelu(em, node, x, out):
+    """x/2 * (1 + erf(x/sqrt 2)), or the tanh approximation when ``approximate="tanh"``."""
+    approx = node.kwargs.get("approximate", node.args[1] if len(node.args) > 1 else "none")
+    if approx == "tanh":
+        x3 = fp_binary(em, "MUL", fp_binary(em, "MUL", x, x, "x2"), x, "x3")
+        inner = fp_binary(em, "ADD", x, fp_binary(em, "MUL", x3, fp_const(em, node, 0.044715, "k1"),
+                                                  "kx3"), "in")
+        th = fp_unary(em, "TANH", fp_binary(em, "MUL", inner,
+                                            fp_const(em, node, math.sqrt(2 / math.pi), "k2"), "sc"),
+                      "th")
+    else:
+        th = fp_unary(em, "ERF", fp_binary(em, "MUL", x, fp_const(em, node, 1 / math.sqrt(2), "k1"),
+                                           "sc"), "erf")
+    one = fp_binary(em, "ADD", th, fp_const(em, node, 1.0, "one"), "p1")
+    hx = fp_binary(em, "MUL", x, fp_const(em, node, 0.5, "half"), "hx")
+    fp_binary(em, "MUL", hx, one, "fp", out=out)
+
+
+@unary_function(aten.silu.default)
+def silu(em, node, x, out):
+    """x * sigmoid(x)."""
+    fp_binary(em, "MUL", x, fp_unary(em, "SIGMOID", x, "sig"), "fp", out=out)
+
+
+@unary_function(aten.hardswish.default, aten.hardsigmoid.default)
+def hard_sigmoid(em, node, x, out):
+    """hardsigmoid = clamp(x + 3, 0, 6) / 6; hardswish = x * hardsigmoid(x)."""
+    p3 = fp_binary(em, "ADD", x, fp_const(em, node, 3.0, "three"), "p3")
+    cl = em.new("cl", em.writer.shapes[p3], "FP32")
+    clamp(em, p3, 0.0, 6.0, cl)
+    if node.target == aten.hardsigmoid.default:
+        fp_binary(em, "MUL", cl, fp_const(em, node, 1.0 / 6.0, "sixth"), "fp", out=out)
+        return
+    hs = fp_binary(em, "MUL", cl, fp_const(em, node, 1.0 / 6.0, "sixth"), "hs")
+    fp_binary(em, "MUL", x, hs, "fp", out=out)
+
+
+@unary_function(aten.leaky_relu.default)
+def leaky_relu(em, node, x, out):
+    """max(x, slope * x) (min for a slope above 1)."""
+    slope = node.args[1] if len(node.args) > 1 else 0.01
+    xs = fp_binary(em, "MUL", x, fp_const(em, node, slope, "slope"), "xs")
+    fp_binary(em, "MAXIMUM" if slope <= 1 else "MINIMUM", x, xs, "fp", out=out)
+
+
+def elu_like(em, node, x, out, alpha: float, scale: float = 1.0, input_scale: float = 1.0):
+    """``scale * (x if x > 0 else alpha * (exp(input_scale * x) - 1))``, the form elu, celu
+    and selu share."""
+    xs = x if input_scale == 1.0 else fp_binary(em, "MUL", x, fp_const(em, node, input_scale,
+                                                                    "input_scale"), "xs")
+    em1 = fp_binary(em, "SUB", fp_unary(em, "EXP", xs, "exp"), fp_const(em, node, 1.0, "one"), "em1")
+    neg = fp_binary(em, "MUL", em1, fp_const(em, node, alpha, "alpha"), "neg")
+    pos = compare(em, "GREATER", x, fp_const(em, node, 0.0, "zero"), "pos")
+    if scale == 1.0:
+        select(em, pos, x, neg, "fp", out=out)
+        return
+    unscaled = select(em, pos, x, neg, "unscaled")
+    fp_binary(em, "MUL", unscaled, fp_const(em, node, scale, "scale"), "fp", out=out)
+
+
+@unary_function(aten.elu.default)
+def elu(em, node, x, out):
+    """elu(x, alpha, scale, input_scale)."""
+    args = list(node.args[1:4]) + [1.0] * (3 - len(node.args[1:4]))
+    elu_like(em, node, x, out, *(float(a) for a in args))
+
+
+@unary_function(aten.softplus.default)
+def softplus(em, node, x, out):
+    """log(1 + exp(beta * x)) / beta, and x itself where beta * x exceeds ``threshold``."""
+    beta = node.args[1] if len(node.args) > 1 else 1.0
+    thr = node.args[2] if len(node.args) > 2 else 20.0
+    bx = fp_binary(em, "MUL", x, fp_const(em, node, beta, "beta"), "bx")
+    sp = fp_unary(em, "LOG", fp_binary(em, "ADD", fp_unary(em, "EXP", bx, "exp"),
+                                       fp_const(em, node, 1.0, "one"), "p1"), "log")
+    sp = fp_binary(em, "MUL", sp, fp_const(em, node, 1.0 / beta, "ibeta"), "sp")
+    big = compare(em, "GREATER", bx, fp_const(em, node, thr, "thr"), "big")
+    select(em, big, x, sp, "fp", out=out)
+
+
+@unary_function(aten.pow.Tensor_Scalar)
+def pow_scalar(em, node, x, out):
+    """POW with a constant exponent."""
+    em.writer.op("POW", [x, fp_const(em, node, float(node.args[1]), "exp")], out)
+
+
+@unary_function(aten.log1p.default)
+def log1p(em, node, x, out):
+    """log(1 + x)."""
+    fp_unary(em, "LOG", fp_binary(em, "ADD", x, fp_const(em, node, 1.0, "one"), "p1"), "fp", out=out)
+
+
+@unary_function(aten.expm1.default)
+def expm1(em, node, x, out):
+    """exp(x) - 1."""
+    fp_binary(em, "SUB", fp_unary(em, "EXP", x, "exp"), fp_const(em, node, 1.0, "one"), "fp", out=out)
+
+
+@unary_function(aten.mish.default)
+def mish(em, node, x, out):
+    """x * tanh(log(1 + exp(x)))."""
+    sp = fp_unary(em, "LOG", fp_binary(em, "ADD", fp_unary(em, "EXP", x, "exp"),
+                                       fp_const(em, node, 1.0, "one"), "p1"), "sp")
+    fp_binary(em, "MUL", x, fp_unary(em, "TANH", sp, "th"), "fp", out=out)

@@ -95,31 +95,59 @@ def quantize_value(qp: QParams, v: float) -> int:
     return int(np.clip(q, qp.qmin, qp.qmax))
 
 
-def fp_binary(em, op: str, a: str, b: str, suffix: str, out: str | None = None) -> str:
-    """Element-wise FP op with rank-equalised broadcasting."""
+def fp_binary(em, op: str, a: str, b: str, suffix: str, out: str | None = None,
+              dtype: str | None = None) -> str:
+    """Element-wise binary op on unquantized tensors with rank-equalised broadcasting.
+
+    The result has ``a``'s dtype unless ``dtype`` says otherwise (BOOL for comparisons).
+    """
     ra, rb = len(em.writer.shapes[a]), len(em.writer.shapes[b])
     r = max(ra, rb)
     a = em.broadcast_to_rank(a, r, suffix + "_ra")
     b = em.broadcast_to_rank(b, r, suffix + "_rb")
     shape = [max(x, y) for x, y in zip(em.writer.shapes[a], em.writer.shapes[b], strict=True)]
-    out = out or em.new(suffix, shape, em.writer.dtypes[a])
+    out = out or em.new(suffix, shape, dtype or em.writer.dtypes[a])
     inputs = [a, b]
     if op == "MUL":
         inputs.append(em.const(suffix + "_mulshift", [0], "INT8", [1]))
-    attrs = {"nan_mode": "PROPAGATE"} if op in ("MAXIMUM", "MINIMUM") else {}
+    attrs = {}
+    if op in ("MAXIMUM", "MINIMUM"):
+        attrs["nan_mode"] = "PROPAGATE"
+    elif op == "ARITHMETIC_RIGHT_SHIFT":
+        attrs["round"] = False  # PyTorch's >> rounds toward minus infinity
     em.writer.op(op, inputs, out, **attrs)
     return out
 
 
+def compare(em, op: str, a: str, b: str, suffix: str, out: str | None = None) -> str:
+    """EQUAL / GREATER / GREATER_EQUAL of ``a`` and ``b`` (broadcast), a BOOL tensor."""
+    return fp_binary(em, op, a, b, suffix, out=out, dtype="BOOL")
+
+
+def select(em, cond: str, a: str, b: str, suffix: str, out: str | None = None) -> str:
+    """``a`` where ``cond`` else ``b`` (SELECT, broadcasting size-1 dims; equal ranks)."""
+    shapes = [em.writer.shapes[t] for t in (cond, a, b)]
+    out = out or em.new(suffix, [max(d) for d in zip(*shapes, strict=True)], em.writer.dtypes[a])
+    em.writer.op("SELECT", [cond, a, b], out)
+    return out
+
+
 def fp_unary(em, op: str, a: str, suffix: str, out: str | None = None) -> str:
-    out = out or em.new(suffix, em.writer.shapes[a], em.writer.dtypes[a])
+    """Element-wise unary TOSA op on an unquantized tensor (FP32, or INT32 for ABS/NEGATE)."""
+    dtype = em.writer.dtypes[a]
+    out = out or em.new(suffix, em.writer.shapes[a], dtype)
     if op == "NEGATE":
-        z1 = em.const(suffix + "_izp", [0.0], "FP32", [1])
-        z2 = em.const(suffix + "_ozp", [0.0], "FP32", [1])
+        z1 = em.const(suffix + "_izp", [0], dtype, [1])
+        z2 = em.const(suffix + "_ozp", [0], dtype, [1])
         em.writer.op("NEGATE", [a, z1, z2], out)
     else:
         em.writer.op(op, [a], out)
     return out
+
+
+def fp_sqrt(em, a: str, suffix: str, out: str | None = None) -> str:
+    """sqrt(a) = 1 / rsqrt(a): TOSA has RSQRT and RECIPROCAL but no SQRT."""
+    return fp_unary(em, "RECIPROCAL", fp_unary(em, "RSQRT", a, suffix + "_rsqrt"), suffix, out=out)
 
 
 def scalar_arg(node, i, default=None):

@@ -1,15 +1,19 @@
 """Binary element-wise ops: add/sub/mul (tensor & scalar), maximum/minimum,
-comparisons, logical/bitwise ops and where."""
+comparisons, logical/bitwise ops and shifts, integer division, pow and where.
+
+Quantized operands (INT profile) compute in int32 between RESCALEs; unquantized ones (FP
+tensors, or integer tensors in either profile) map to the TOSA op directly."""
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 import torch.fx as fx
 
 from ..emitter import INT_OF
 from ..errors import LoweringError
-from .common import fp_binary, rescale, to_int32
+from ..graph_utils import val
+from .common import compare as compare_op
+from .common import fp_binary, quantize_value, requantize, rescale, select, to_int32
 from .registry import register
 
 aten = torch.ops.aten
@@ -28,6 +32,11 @@ def _operands(em, node, args):
     return names, layout, rank
 
 
+def _quantized(em, node) -> bool:
+    """Whether ``node`` computes on quantized values (INT profile, quantized output)."""
+    return em.is_int and em.qout(node) is not None
+
+
 def _int_inputs(em, node, args, names, scales):
     outs = []
     for i, (a, n) in enumerate(zip(args, names, strict=True)):
@@ -43,7 +52,7 @@ def add_sub(em, node):
     a, b = node.args[0], node.args[1]
     op = "ADD" if node.target == aten.add.Tensor else "SUB"
     (na, nb), layout, rank = _operands(em, node, [a, b])
-    if em.is_int:
+    if _quantized(em, node):
         qa, qb, qo = em.qin(node, a), em.qin(node, b), em.qout(node)
         shift = 20 if qo.dtype == torch.int8 and qa.dtype == torch.int8 else 14
         twice_max = 2.0 * max(qa.s, qb.s)
@@ -62,7 +71,7 @@ def add_sub(em, node):
 def mul(em, node):
     a, b = node.args[0], node.args[1]
     (na, nb), layout, rank = _operands(em, node, [a, b])
-    if em.is_int:
+    if _quantized(em, node):
         qa, qb, qo = em.qin(node, a), em.qin(node, b), em.qout(node)
         ia, ib = _int_inputs(em, node, [a, b], [na, nb], [1.0, 1.0])
         acc = fp_binary(em, "MUL", ia, ib, "acc")
@@ -78,7 +87,7 @@ def max_min(em, node):
     a, b = node.args[0], node.args[1]
     op = "MAXIMUM" if node.target == aten.maximum.default else "MINIMUM"
     (na, nb), layout, rank = _operands(em, node, [a, b])
-    if em.is_int:
+    if _quantized(em, node):
         qa, qb, qo = em.qin(node, a), em.qin(node, b), em.qout(node)
         ia, ib = _int_inputs(em, node, [a, b], [na, nb], [qa.s / qo.s, qb.s / qo.s])
         acc = fp_binary(em, op, ia, ib, "acc")
@@ -110,10 +119,9 @@ def compare(em, node):
         na, nb = nb, na
     out = em.out(node, layout)
     if negate:
-        eq = fp_binary(em, op, na, nb, "eq")
-        em.writer.op("LOGICAL_NOT", [eq], out)
+        em.writer.op("LOGICAL_NOT", [compare_op(em, op, na, nb, "eq")], out)
     else:
-        fp_binary(em, op, na, nb, "", out=out)
+        compare_op(em, op, na, nb, "", out=out)
     em.bind(node, out, layout)
 
 
@@ -150,18 +158,14 @@ def logical_not(em, node):
 def where(em, node):
     c, a, b = node.args[:3]
     (nc, na, nb), layout, rank = _operands(em, node, [c, a, b])
-    if em.is_int:
+    if _quantized(em, node):
         qo = em.qout(node)
-        from .common import requantize
-
         na = requantize(em, na, em.qin(node, a), qo, "rq_a")
         nb = requantize(em, nb, em.qin(node, b), qo, "rq_b")
     nc = em.broadcast_to_rank(nc, rank, "c_r")
     na = em.broadcast_to_rank(na, rank, "a_r")
     nb = em.broadcast_to_rank(nb, rank, "b_r")
-    out = em.out(node, layout)
-    em.writer.op("SELECT", [nc, na, nb], out)
-    em.bind(node, out, layout)
+    em.bind(node, select(em, nc, na, nb, "", out=em.out(node, layout)), layout)
 
 
 @register(aten._to_copy.default, aten.to.dtype)
@@ -173,6 +177,18 @@ def cast(em, node):
     if em.is_int and em.qout(x_node) is not None:
         raise LoweringError("dtype casts of quantized tensors are not supported", node=node.name)
     out = em.out(node, layout)
+    if _quantized(em, node):
+        # an integer or bool tensor becoming a quantized float: q = round(v / scale) + zp
+        qo = em.qout(node)
+        rank = len(em.shape(node))
+        if em.writer.dtypes[x] == "BOOL":
+            one, zero = (em.const(name, [quantize_value(qo, v)], INT_OF[qo.dtype], [1] * rank)
+                         for name, v in (("q_one", 1.0), ("q_zero", 0.0)))
+            select(em, x, one, zero, "", out=out)
+        else:
+            rescale(em, x, INT_OF[qo.dtype], 1.0 / qo.s, 0, qo.zp, "rs", out_name=out)
+        em.bind(node, out, layout)
+        return
     if out_dtype == em.writer.dtypes[x]:
         em.writer.op("IDENTITY", [x], out)
     else:
@@ -180,4 +196,53 @@ def cast(em, node):
     em.bind(node, out, layout)
 
 
-_ = np  # keep numpy import for future helpers
+_SHIFTS = {aten.bitwise_left_shift.Tensor: "LOGICAL_LEFT_SHIFT",
+           aten.bitwise_right_shift.Tensor: "ARITHMETIC_RIGHT_SHIFT"}
+
+
+@register(*_SHIFTS)
+def shift(em, node):
+    """Shifts of signed integer tensors (``<<``: LOGICAL_LEFT_SHIFT; ``>>``: the sign-filling
+    ARITHMETIC_RIGHT_SHIFT, PyTorch's ``>>`` on signed types)."""
+    a, b = node.args[0], node.args[1]
+    if val(a) is None or val(a).is_floating_point() or not val(a).is_signed():
+        raise LoweringError("shifts need signed integer tensors", node=node.name)
+    (na, nb), layout, rank = _operands(em, node, [a, b])
+    em.bind(node, fp_binary(em, _SHIFTS[node.target], na, nb, "", out=em.out(node, layout)), layout)
+
+
+@register(aten.pow.Tensor_Tensor, profiles={"FP"})
+def pow_(em, node):
+    """POW of two float tensors (FP only: a quantized power of two variables has no TABLE)."""
+    a, b = node.args[0], node.args[1]
+    (na, nb), layout, rank = _operands(em, node, [a, b])
+    if em.writer.dtypes[na] != "FP32":
+        raise LoweringError("pow of non-float tensors is not supported", node=node.name)
+    em.bind(node, fp_binary(em, "POW", na, nb, "", out=em.out(node, layout)), layout)
+
+
+@register(aten.div.Tensor_mode)
+def integer_division(em, node):
+    """Division of integer tensors: INTDIV rounds toward zero ("trunc"); "floor" subtracts one
+    where the remainder is non-zero and its sign differs from the divisor's. Float divisions
+    were decomposed (:mod:`lowering.passes.decompositions.arith`)."""
+    a, b = node.args[0], node.args[1]
+    mode = node.kwargs.get("rounding_mode", node.args[2] if len(node.args) > 2 else None)
+    (na, nb), layout, rank = _operands(em, node, [a, b])
+    if mode not in ("trunc", "floor") or em.dtype(node) != "INT32" or \
+            {em.writer.dtypes[na], em.writer.dtypes[nb]} != {"INT32"}:
+        raise LoweringError(f"division of this dtype (rounding_mode={mode!r}) is not supported",
+                            node=node.name)
+    if mode == "trunc":
+        em.bind(node, fp_binary(em, "INTDIV", na, nb, "", out=em.out(node, layout)), layout)
+        return
+    q = fp_binary(em, "INTDIV", na, nb, "trunc")
+    remainder = fp_binary(em, "SUB", na, fp_binary(em, "MUL", q, nb, "qb"), "rem")
+    zero = em.const("zero", [0], "INT32", [1] * rank)
+    inexact = em.new("inexact", em.writer.shapes[remainder], "BOOL")
+    em.writer.op("LOGICAL_NOT", [compare_op(em, "EQUAL", remainder, zero, "exact")], inexact)
+    signs_differ = fp_binary(em, "LOGICAL_XOR", compare_op(em, "GREATER", zero, remainder, "rem_neg"),
+                             compare_op(em, "GREATER", zero, nb, "div_neg"), "signs_differ")
+    fix = fp_binary(em, "LOGICAL_AND", inexact, signs_differ, "fix")
+    lowered = fp_binary(em, "SUB", q, em.const("one", [1], "INT32", [1] * rank), "minus_one")
+    em.bind(node, select(em, fix, lowered, q, "", out=em.out(node, layout)), layout)

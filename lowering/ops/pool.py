@@ -40,7 +40,7 @@ def avg_pool(em, node, x_node, x, in_shape, kernel, stride, pads):
     return out
 
 
-@register(aten.max_pool2d.default, aten.max_pool2d_with_indices.default)
+@register(aten.max_pool2d.default)
 def max_pool2d(em, node):
     a = list(node.args) + [None] * 6
     x_node = a[0]

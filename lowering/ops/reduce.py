@@ -1,4 +1,4 @@
-"""Reductions: mean, sum, amax, amin, argmax, cumsum."""
+"""Reductions: mean, sum, amax, amin, prod, any, all, argmax, argmin, cumsum."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import torch
 from ..emitter import INT_OF, inverse
 from ..errors import LoweringError
 from ..passes.layout import NHWC
-from .common import fp_binary, fp_scalar, requantize, rescale, to_int32
+from .common import fp_binary, fp_scalar, fp_unary, requantize, rescale, to_int32
 from .pool import avg_pool
 from .registry import register
 
@@ -121,36 +121,75 @@ def sum_(em, node):
     _finish(em, node, res, lay, keep)
 
 
-@register(aten.amax.default, aten.amin.default)
-def amax(em, node):
+def _reduce(em, node, op: str, **attrs):
+    """Reduce ``node.args[0]`` over ``node``'s dims with ``op`` (keepdim as the node says)."""
     x_node = node.args[0]
     dims = _dims(node, len(em.shape(x_node)))
     keep = _keepdim(node)
     x, lay, phys = _operand_in_layout(em, node, x_node, dims, keep)
-    op = "REDUCE_MAX" if node.target == aten.amax.default else "REDUCE_MIN"
-    res = _reduce_chain(em, op, x, phys, "red", nan_mode="PROPAGATE")
+    return _reduce_chain(em, op, x, phys, "red", **attrs), lay, keep
+
+
+@register(aten.amax.default, aten.amin.default)
+def amax(em, node):
+    res, lay, keep = _reduce(em, node, "REDUCE_MAX" if node.target == aten.amax.default
+                             else "REDUCE_MIN", nan_mode="PROPAGATE")
     if em.is_int:
-        res = requantize(em, res, em.qin(node, x_node), em.qout(node), "rq")
+        res = requantize(em, res, em.qin(node, node.args[0]), em.qout(node), "rq")
     _finish(em, node, res, lay, keep)
 
 
-@register(aten.argmax.default)
+@register(aten.any.default, aten.any.dim, aten.any.dims, aten.all.default, aten.all.dim,
+          aten.all.dims)
+def any_all(em, node):
+    """REDUCE_ANY / REDUCE_ALL of a bool tensor (other dtypes compare with zero first:
+    :mod:`lowering.passes.decompositions.reduce`)."""
+    if em.dtype(node.args[0]) != "BOOL":
+        raise LoweringError("any/all of a non-bool tensor", node=node.name)
+    op = "REDUCE_ANY" if node.target in (aten.any.default, aten.any.dim, aten.any.dims) \
+        else "REDUCE_ALL"
+    _finish(em, node, *_reduce(em, node, op))
+
+
+@register(aten.prod.dim_int, aten.prod.default, profiles={"FP"})
+def prod(em, node):
+    """REDUCE_PRODUCT, which TOSA 1.0 defines for floats only (FP profile)."""
+    if em.dtype(node.args[0]) != "FP32":
+        raise LoweringError("prod of non-float tensors is not supported", node=node.name)
+    _finish(em, node, *_reduce(em, node, "REDUCE_PRODUCT"))
+
+
+@register(aten.argmax.default, aten.argmin.default)
 def argmax(em, node):
+    """ARGMAX along ``dim`` (the flattened tensor without one), int32 indices.
+
+    argmin is the argmax of an order-reversing map with the same ties: NEGATE for floats,
+    BITWISE_NOT (``-x - 1``, no overflow) for integers, quantized ones included.
+    """
     x_node = node.args[0]
     shape = em.shape(x_node)
-    dim = node.args[1] if len(node.args) > 1 else None
-    _keepdim(node)
+    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
     x = em.tensor(x_node)
-    if dim is None:
-        flat = em.new("flat", [int(np.prod(shape))], em.writer.dtypes[x])
-        em.writer.op("RESHAPE", [x, em.const_shape("flat_shape", [int(np.prod(shape))])], flat)
-        x, shape, dim = flat, [int(np.prod(shape))], 0
+    if node.target == aten.argmin.default:
+        reverse = "NEGATE" if em.writer.dtypes[x] == "FP32" else "BITWISE_NOT"
+        if reverse == "NEGATE":
+            x = fp_unary(em, "NEGATE", x, "reversed")
+        else:
+            reversed_ = em.new("reversed", shape, em.writer.dtypes[x])
+            em.writer.op("BITWISE_NOT", [x], reversed_)
+            x = reversed_
+    if dim is None or len(shape) == 1:
+        # a row [1, N]: ARGMAX of a rank-1 tensor would have a rank-0 result
+        row = [1, int(np.prod(shape))]
+        flat = em.new("flat", row, em.writer.dtypes[x])
+        em.writer.op("RESHAPE", [x, em.const_shape("flat_shape", row)], flat)
+        x, shape, dim = flat, row, 1
     dim %= len(shape)
     red = [s for i, s in enumerate(shape) if i != dim] or [1]
     res = em.new("argmax", red, "INT32")
     em.writer.op("ARGMAX", [x], res, axis=dim, nan_mode="PROPAGATE")
     out = em.out(node, None, "INT32")
-    em.writer.op("RESHAPE", [res, em.const_shape("out_shape", em.shape(node) or [1])], out)
+    em.writer.op("RESHAPE", [res, em.const_shape("out_shape", em.shape(node))], out)
     em.bind(node, out)
 
 

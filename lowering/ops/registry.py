@@ -1,28 +1,44 @@
-"""aten op -> emitter function registry."""
+"""aten op -> emitter function registry, with the TOSA profiles each emitter handles."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+#: Both TOSA profiles the lowering targets.
+ALL_PROFILES = frozenset({"INT", "FP"})
+
 REGISTRY: dict = {}
+#: aten op -> the profiles its emitter lowers it in (an op outside them stays on the CPU).
+PROFILES: dict = {}
 
 
-def register(*targets) -> Callable:
+def register(*targets, profiles=ALL_PROFILES) -> Callable:
     """Register an emitter ``fn(emitter, node)`` for one or more aten overloads.
+
+    ``profiles`` names the TOSA profiles the emitter can lower the ops in (default: both);
+    e.g. REDUCE_PRODUCT exists only for floats, so ``prod`` registers ``profiles={"FP"}``.
 
     Example:
         >>> import torch
-        >>> @register(torch.ops.aten.special_entr.default)
+        >>> @register(torch.ops.aten.special_entr.default, profiles={"FP"})
         ... def _entr(em, node):
         ...     pass
         >>> torch.ops.aten.special_entr.default in REGISTRY
         True
+        >>> sorted(PROFILES[torch.ops.aten.special_entr.default])
+        ['FP']
         >>> del REGISTRY[torch.ops.aten.special_entr.default]
+        >>> del PROFILES[torch.ops.aten.special_entr.default]
     """
+    profiles = frozenset(profiles)
+    unknown = profiles - ALL_PROFILES
+    if unknown:
+        raise ValueError(f"unknown profiles {sorted(unknown)}")
 
     def deco(fn):
         for t in targets:
             REGISTRY[t] = fn
+            PROFILES[t] = profiles
         return fn
 
     return deco

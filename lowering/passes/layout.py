@@ -66,6 +66,9 @@ class AssignNHWCLayout(GraphPass):
     """
 
     def run(self, gm: fx.GraphModule, ctx: PassContext) -> None:
+        from ..ops.activation import table_ops  # the visitors import this module
+
+        elementwise = ELEMENTWISE | table_ops()
         for n in gm.graph.nodes:
             n.meta["layout"] = None
             if n.op != "call_function":
@@ -81,7 +84,7 @@ class AssignNHWCLayout(GraphPass):
                 keep = n.args[2] if len(n.args) > 2 else n.kwargs.get("keepdim", False)
                 if not keep:
                     continue
-            if n.target in ELEMENTWISE or n.target in KEEP_LAYOUT:
+            if n.target in elementwise or n.target in KEEP_LAYOUT:
                 ins = n.args[0] if n.target == aten.cat.default else n.all_input_nodes
                 ins = [a for a in ins if isinstance(a, fx.Node)]
                 dyn = [a for a in ins if get_constant(gm, a) is None and val(a) is not None
@@ -91,5 +94,5 @@ class AssignNHWCLayout(GraphPass):
                 lays = {_layout(a) for a in dyn}
                 if len(lays) == 1 and dyn:
                     n.meta["layout"] = lays.pop()
-                elif dyn and NHWC in lays and v.dim() == 4 and n.target in ELEMENTWISE:
+                elif dyn and NHWC in lays and v.dim() == 4 and n.target in elementwise:
                     n.meta["layout"] = NHWC

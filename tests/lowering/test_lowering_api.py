@@ -137,14 +137,79 @@ def test_untraceable_model_raises():
     assert "data-dependent" in str(e.value) or "cannot trace" in str(e.value)
 
 
-def test_unsupported_dtype_raises_naming_node():
+def test_unsupported_dtype_stays_on_cpu_naming_node():
     class M(nn.Module):
         def forward(self, x):
             return x * 2
 
-    with pytest.raises(LoweringError) as e:
-        lowering.lower(M(), (torch.randn(3, dtype=torch.float64),), profile="FP")
-    assert "float64" in str(e.value) and e.value.node is not None
+    lm = lowering.lower(M(), (torch.randn(3, dtype=torch.float64),), profile="FP")
+    assert lm.tosa is None and not lm.partitions
+    assert [(c.node, c.reason) for c in lm.cpu_nodes] == [
+        ("mul", "unsupported dtype torch.float64 (TOSA 1.0 has no such type)")]
+
+
+class SideComputations(nn.Module):
+    """A conv with a float64 side computation and integer index arithmetic next to it."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 4, 3, padding=1)
+
+    def forward(self, x, idx):
+        y = torch.relu(self.conv(x))
+        side = (x.double() * 3).sum() + 1  # float64: no TOSA type
+        j = idx * 3 + 1                    # int64 index math, carried as int32
+        return y, side, j
+
+
+def _side_inputs():
+    g = torch.Generator().manual_seed(0)
+    return torch.randn(1, 2, 5, 5, generator=g), torch.randint(-20, 20, (4,), generator=g)
+
+
+def test_quantizer_observes_only_float32_tensors():
+    from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
+
+    ex = _side_inputs()
+    gm = torch.export.export(SideComputations().eval(), ex).module(check_guards=False)
+    prepared = prepare_pt2e(gm, TosaQuantizer(QuantConfig(), ex))
+    observed = []
+    for n in prepared.graph.nodes:
+        if n.op == "call_module" and "activation_post_process" in str(n.target):
+            v = n.args[0].meta.get("val")
+            observed.append((n.args[0].name, v.dtype))
+    assert observed and all(dtype == torch.float32 for _, dtype in observed), observed
+    names = {name for name, _ in observed}
+    assert "conv2d" in names or "relu" in names
+    assert not any(name.startswith(("mul_", "add_", "sum", "_to_copy")) for name in names), names
+
+
+def test_float64_side_computation_stays_on_cpu_integers_are_lowered():
+    ex = _side_inputs()
+    model = SideComputations().eval()
+    lm = lowering.lower(model, ex, profile="INT")
+    # the float64 chain (cast, *3, sum, +1) stays on the CPU, untouched by the passes
+    assert [(c.node, c.target) for c in lm.cpu_nodes] == [
+        ("to", "aten.to.dtype"), ("mul", "aten.mul.Tensor"), ("sum_1", "aten.sum.default"),
+        ("add", "aten.add.Tensor")]
+    assert all(c.reason == "unsupported dtype torch.float64 (TOSA 1.0 has no such type)"
+               for c in lm.cpu_nodes)
+    # the conv and the index math form one TOSA partition
+    (partition,) = lm.partitions
+    assert partition.nodes[:2] == ["conv2d", "relu"] and len(partition.nodes) == 4
+
+    class WithoutFloat64(SideComputations):
+        def forward(self, x, idx):
+            y, _, j = super().forward(x, idx)
+            return y, j
+
+    whole = WithoutFloat64().eval()
+    whole.load_state_dict(model.state_dict())
+    lm = lowering.lower(whole, ex, profile="INT")
+    assert lm.tosa is not None and not lm.cpu_nodes
+    assert max_step_error(lm, ex) <= 1
+    _, j = lm.run(*ex)
+    assert j.dtype == torch.int64 and torch.equal(j, ex[1] * 3 + 1)
 
 
 def test_data_dependent_shape_raises():

@@ -22,12 +22,18 @@ from executorch.exir import to_edge, to_edge_transform_and_lower
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 import lowering
+import lowering.api
 import tosa_verify
+from lowering.api import lower_graph_module
+from lowering.errors import LoweringError
+from lowering.ops import REGISTRY
 from lowering.partitioner import (
     BACKEND_ID,
     DelegateSpec,
     TosaPartitioner,
+    TosaVerifyBackend,
     delegate_payloads,
+    to_aten_module,
 )
 from lowering.zoo import MODELS
 
@@ -46,17 +52,18 @@ class SmallCNN(nn.Module):
         return self.fc(torch.flatten(self.pool(x), 1))
 
 
-class WithAtan(nn.Module):
-    """conv -> relu -> mean -> atan -> linear; aten.atan has no TOSA lowering."""
+class WithAtan2(nn.Module):
+    """conv -> relu -> mean -> atan2 -> linear; aten.atan2 has no TOSA lowering."""
 
     def __init__(self):
         super().__init__()
         self.conv = nn.Conv2d(3, 8, 3, padding=1)
         self.fc = nn.Linear(8, 4)
+        self.register_buffer("reference", torch.linspace(0.5, 1.5, 8))
 
     def forward(self, x):
         y = torch.relu(self.conv(x)).mean((2, 3))
-        return self.fc(torch.atan(y))
+        return self.fc(torch.atan2(y, self.reference))
 
 
 def _inputs(shape, seed):
@@ -101,8 +108,63 @@ def _run_lowered(edge, *inputs):
 
 
 def _delegate_calls(edge) -> int:
-    return sum(1 for n in edge.exported_program().graph.nodes
-               if n.target is torch.ops.higher_order.executorch_call_delegate)
+    return len(_lowered_modules(edge))
+
+
+def _output_step(edge) -> float:
+    """The quantization step of a quantized program's (first) output: the scale its CPU-side
+    dequantize uses."""
+    output = edge.exported_program().graph.output_node()
+    return output.args[0][0].args[1]
+
+
+def _lowered_modules(edge) -> list:
+    """The LoweredBackendModule of every delegate call, in execution order."""
+    gm = edge.exported_program().graph_module
+    return [getattr(gm, n.args[0].target) for n in gm.graph.nodes
+            if n.target is torch.ops.higher_order.executorch_call_delegate]
+
+
+def _same_tosa_up_to_tensor_names(a: bytes, b: bytes) -> bool:
+    """Whether two TOSA graphs have the same operators, attributes, tensor shapes, dtypes and
+    data, and the same inputs and outputs, once the tensor names of ``a`` are mapped to ``b``'s."""
+    ga, gb = tosa_verify.load(a).main, tosa_verify.load(b).main
+    renamed: dict[str, str] = {}
+
+    def same_tensor(x: str, y: str) -> bool:
+        if renamed.setdefault(x, y) != y:
+            return False
+        tx, ty = ga.tensors.get(x) or ga.shapes[x], gb.tensors.get(y) or gb.shapes[y]
+        if (tx.shape, tx.dtype, tx.data is None) != (ty.shape, ty.dtype, ty.data is None):
+            return False
+        return tx.data is None or np.array_equal(tx.data, ty.data)
+
+    if len(ga.operators) != len(gb.operators):
+        return False
+    for oa, ob in zip(ga.operators, gb.operators, strict=True):
+        if (oa.op, oa.attrs, len(oa.inputs), len(oa.outputs)) != \
+                (ob.op, ob.attrs, len(ob.inputs), len(ob.outputs)):
+            return False
+        if not all(same_tensor(x, y) for x, y in zip(oa.inputs + oa.outputs,
+                                                      ob.inputs + ob.outputs, strict=True)):
+            return False
+    return [renamed.get(t) for t in ga.inputs] == gb.inputs and \
+        [renamed.get(t) for t in ga.outputs] == gb.outputs
+
+
+@pytest.fixture
+def pipeline_runs(monkeypatch) -> list[str]:
+    """The profile of every pass-pipeline run made during the test: lower() and the
+    partitioner both run the pipeline through ``lowering.api.run_pipeline``."""
+    runs: list[str] = []
+    run_pipeline = lowering.api.run_pipeline
+
+    def counted(gm, ctx, *args, **kwargs):
+        runs.append(ctx.profile)
+        return run_pipeline(gm, ctx, *args, **kwargs)
+
+    monkeypatch.setattr(lowering.api, "run_pipeline", counted)
+    return runs
 
 
 @pytest.fixture(scope="module")
@@ -152,15 +214,15 @@ def test_quantized_cnn_pte_payload_is_our_tosa(small_cnn, tmp_path):
 
 
 def test_unsupported_op_stays_on_cpu_between_delegates():
-    assert "aten.atan.default" not in lowering.SUPPORTED_OPS
+    assert "aten.atan2.default" not in lowering.SUPPORTED_OPS
     torch.manual_seed(1)
-    model = WithAtan().eval()
+    model = WithAtan2().eval()
     example = (_inputs((1, 3, 8, 8), 7),)
     converted, ep = _quantize(model, example)
     part = TosaPartitioner("INT")
     edge = to_edge_transform_and_lower(ep, partitioner=[part])
     assert [(c.target, c.reason) for c in part.cpu_nodes] == [
-        ("aten.atan.default", "operator not supported by the TOSA lowering")]
+        ("aten.atan2.default", "operator not supported by the TOSA lowering")]
     assert _delegate_calls(edge) == 2
     payloads = delegate_payloads(edge)
     assert [b for b, _ in payloads] == [BACKEND_ID, BACKEND_ID]
@@ -168,15 +230,103 @@ def test_unsupported_op_stays_on_cpu_between_delegates():
         graph = tosa_verify.load(payload)
         dtypes = {graph.main.tensors[t].dtype for t in (*graph.main.inputs, *graph.main.outputs)}
         assert dtypes == {"INT8"}
-    # delegates + CPU atan reproduce the fake-quantized model within one output step
-    out_step = 1.0
-    for n in edge.exported_program().graph.nodes:
-        if n.op == "output":
-            out_step = n.args[0][0].args[1]
+    # delegates + CPU atan2 reproduce the fake-quantized model within one output step
     for seed in range(3):
         x = _inputs((1, 3, 8, 8), seed)
         got = _run_lowered(edge, x)[0]
-        torch.testing.assert_close(got, converted(x), atol=out_step * 1.01, rtol=0)
+        torch.testing.assert_close(got, converted(x), atol=_output_step(edge) * 1.01, rtol=0)
+
+
+@pytest.mark.parametrize("profile", ["FP", "INT"])
+def test_pass_pipeline_runs_once_plus_once_per_partition(profile, pipeline_runs):
+    """The ATen-stage analysis runs the pipeline once, over the whole program (its trials
+    emit partitions cut from that); the edge stage lowers each partition once; the backend
+    reuses those bytes. Each payload is what the backend lowered before this reuse existed,
+    and the TOSA lower() writes for that partition, under ExecuTorch's node names."""
+    torch.manual_seed(1)
+    example = (_inputs((1, 3, 8, 8), 7),)
+    model = WithAtan2().eval()
+    if profile == "INT":
+        model, ep = _quantize(model, example)
+    else:
+        ep = torch.export.export(model, example)
+    lm = lowering.lower(model, example, profile=profile)
+    pipeline_runs.clear()
+    part = TosaPartitioner(profile)
+    edge = to_edge_transform_and_lower(ep, partitioner=[part])
+    assert _delegate_calls(edge) == len(part.partitions) == len(lm.partitions) == 2
+    assert len(pipeline_runs) == 1 + len(part.partitions)
+    assert not lowering.partitioner._PARTITION_TOSA  # the backend took every kept TOSA
+    for lowered, expected in zip(_lowered_modules(edge), lm.partitions, strict=True):
+        fresh, _ = lower_graph_module(to_aten_module(lowered.original_module), profile)
+        assert lowered.processed_bytes == fresh
+        assert _same_tosa_up_to_tensor_names(lowered.processed_bytes, expected.tosa)
+
+
+#: The CPU node reason for a node whose visitor raised RuntimeError("visitor broke").
+_BROKEN_VISITOR = "lowering failed: RuntimeError: visitor broke"
+
+
+@pytest.fixture(params=[torch.ops.aten.relu.default, torch.ops.aten.linear.default],
+                ids=["relu", "linear"])
+def broken_visitor(request, monkeypatch):
+    """An op whose visitor raises RuntimeError("visitor broke") during the test."""
+
+    def broken(em, node):
+        raise RuntimeError("visitor broke")
+
+    monkeypatch.setitem(REGISTRY, request.param, broken)
+    return request.param
+
+
+@pytest.mark.parametrize("profile", ["FP", "INT"])
+def test_lower_keeps_nodes_a_visitor_refuses_on_cpu(broken_visitor, profile):
+    """A visitor that raises does not fail lower(): its nodes are reported in cpu_nodes, each
+    named, with the error as the reason, and the rest is lowered as partitions."""
+    torch.manual_seed(2)
+    x = _inputs((1, 1, 8, 8), 3)
+    lm = lowering.lower(SmallCNN().eval(), (x,), profile=profile)
+    assert lm.tosa is None and lm.partitions and lm.cpu_nodes
+    refused = {n.name for n in lm.graph_module.graph.nodes if n.target is broken_visitor}
+    assert {c.node for c in lm.cpu_nodes} == refused
+    assert {(c.target, c.reason) for c in lm.cpu_nodes} == {(str(broken_visitor), _BROKEN_VISITOR)}
+
+
+@pytest.mark.parametrize("profile", ["FP", "INT"])
+def test_partitioner_keeps_nodes_a_visitor_refuses_on_cpu(broken_visitor, profile):
+    """A visitor that raises does not fail the partitioner: the nodes it was to lower (linear's
+    decomposition, once linear is not kept whole) stay on the CPU, each named, with the error
+    as the reason, and the delegates plus the CPU ops still compute the model. (In INT a
+    neighbour may stay too, for its own reason: a conv whose float result the relu reads.)"""
+    torch.manual_seed(2)
+    model = SmallCNN().eval()
+    x = _inputs((1, 1, 8, 8), 3)
+    if profile == "INT":
+        model, ep = _quantize(model, (x,))
+    else:
+        ep = torch.export.export(model, (x,))
+    part = TosaPartitioner(profile)
+    edge = to_edge_transform_and_lower(ep, partitioner=[part])
+    graph_nodes = {n.name: n for n in edge.exported_program().graph.nodes}
+    assert _delegate_calls(edge) == len(part.partitions) >= 1
+    assert any(cpu.reason == _BROKEN_VISITOR for cpu in part.cpu_nodes)
+    for cpu in part.cpu_nodes:
+        assert cpu.reason and cpu.node in graph_nodes
+        assert "delegate" not in str(graph_nodes[cpu.node].target)
+    tolerance = {"atol": _output_step(edge) * 1.01, "rtol": 0} if profile == "INT" else \
+        {"atol": 1e-5, "rtol": 1e-4}
+    torch.testing.assert_close(_run_lowered(edge, x)[0], model(x), **tolerance)
+
+
+def test_backend_error_names_node_and_reason():
+    """Handed a partition it cannot lower, the backend says which node and why."""
+    ep = torch.export.export(WithAtan2().eval(), (_inputs((1, 3, 8, 8), 1),))
+    atan2 = next(n.name for n in ep.graph.nodes if n.target is torch.ops.aten.atan2.default)
+    with pytest.raises(LoweringError) as error:
+        TosaVerifyBackend.preprocess(ep, DelegateSpec("FP").to_compile_specs())
+    assert (error.value.node, error.value.target) == (atan2, "aten.atan2.default")
+    assert error.value.reason == "operator not supported by the TOSA lowering"
+    assert str(error.value) == f"node '{atan2}' (aten.atan2.default): {error.value.reason}"
 
 
 @pytest.mark.parametrize("how", ["exclude_modules", "exclude_ops", "exclude_nodes"])
@@ -215,13 +365,18 @@ def test_fp_profile_payload_matches_lower():
     np.testing.assert_allclose(outs[0], expected[0], rtol=1e-6, atol=1e-6)
 
 
-def test_to_edge_then_to_backend_flow(small_cnn):
+def test_to_edge_then_to_backend_flow(small_cnn, pipeline_runs):
     """Without to_edge_transform_and_lower, linear is decomposed to addmm (kept on the CPU);
     the rest is still delegated, with the real weights."""
     lm, ep = small_cnn
     part = TosaPartitioner("INT")
-    edge = to_edge(ep).to_backend(part)
+    edge = to_edge(ep)
+    pipeline_runs.clear()
+    edge = edge.to_backend(part)
     assert {c.target for c in part.cpu_nodes} == {"aten.addmm.default", "aten.permute_copy.default"}
+    # the probe, a trial per partition (stand-in weights: partition() sees FakeTensors), and
+    # the backend's lowering with the real weights, which therefore cannot reuse the trial's
+    assert len(pipeline_runs) == 1 + 2 * len(part.partitions)
     (_, payload), = delegate_payloads(edge)
     x = _inputs((1, 1, 8, 8), 5)
     torch.testing.assert_close(_run_lowered(edge, x)[0], lm.quantized_model(x),
@@ -229,28 +384,30 @@ def test_to_edge_then_to_backend_flow(small_cnn):
 
 
 @pytest.mark.parametrize("profile", ["FP", "INT"])
-def test_lower_emits_one_tosa_graph_per_partition(profile, tmp_path):
+def test_lower_emits_one_tosa_graph_per_partition(profile, tmp_path, pipeline_runs):
     torch.manual_seed(3)
-    model = WithAtan().eval()
+    model = WithAtan2().eval()
     x = _inputs((1, 3, 8, 8), 4)
     lm = lowering.lower(model, (x,), profile=profile)
-    assert lm.tosa is None and [c.target for c in lm.cpu_nodes] == ["aten.atan.default"]
+    assert pipeline_runs == [profile]  # once over the whole graph; partitions are cut from it
+    assert lm.tosa is None and [c.target for c in lm.cpu_nodes] == ["aten.atan2.default"]
     assert len(lm.partitions) == 2 and all(p.tosa for p in lm.partitions)
     first, second = lm.partitions
     assert "conv2d" in first.nodes and "linear" in second.nodes
     assert lm.op_counts.get("CONV2D", 0) >= 2 and lm.provenance
-    # partition 0 -> atan on the CPU -> partition 1 gives the model's result
+    # partition 0 -> atan2 on the CPU -> partition 1 gives the model's result
     graph0, graph1 = (tosa_verify.load(p.tosa) for p in lm.partitions)
+    reference = model.reference.numpy()
     if profile == "FP":
         mid = tosa_verify.run(graph0, [x.numpy()])[0]
-        out = tosa_verify.run(graph1, [np.arctan(mid).astype(np.float32)])[0]
+        out = tosa_verify.run(graph1, [np.arctan2(mid, reference).astype(np.float32)])[0]
         np.testing.assert_allclose(out, model(x).detach().numpy(), rtol=1e-4, atol=1e-5)
         return
     (q_in,), (q_mid,) = first.input_qparams, first.output_qparams
     (q_atan,), (q_out,) = second.input_qparams, second.output_qparams
     assert all(q.dtype == torch.int8 for q in (q_in, q_mid, q_atan, q_out))
     mid = tosa_verify.run(graph0, [q_in.quantize(x.numpy()).astype(np.int8)])[0]
-    atan = np.arctan(q_mid.dequantize(mid))
+    atan = np.arctan2(q_mid.dequantize(mid), reference)
     out = tosa_verify.run(graph1, [q_atan.quantize(atan).astype(np.int8)])[0]
     expected = lm.quantized_model(x).detach().numpy()
     np.testing.assert_allclose(q_out.dequantize(out), expected, atol=q_out.s * 1.01, rtol=0)

@@ -1,0 +1,284 @@
+"""Unary math: inverse trigonometric and hyperbolic functions, sinh/cosh/tan, logarithms to
+other bases, erfinv, logit, celu/selu, sign and rounding.
+
+In INT each op is one TABLE of the op itself (:func:`~lowering.ops.activation.unary_function`);
+in FP each is composed from TOSA FP32 operators. Where the composition is not exact, its
+error bound is stated next to it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from .activation import elu_like, fp_const, unary_function
+from .common import clamp, compare, fp_binary, fp_sqrt, fp_unary, select
+
+aten = torch.ops.aten
+
+
+def _atan_coefficients(degree: int = 7) -> np.ndarray:
+    """Coefficients ``c`` with ``atan(r) ~ r * sum(c[k] * r**(2k))`` on [0, 1].
+
+    A least-squares fit at Chebyshev nodes of ``atan(r) / r`` as a polynomial in ``r**2``:
+    degree 7 keeps the float32 Horner evaluation within 2e-7 of atan on [0, 1] (checked in
+    tests/lowering against torch.atan).
+    """
+    nodes = 256
+    u = (np.cos(np.pi * (np.arange(nodes) + 0.5) / nodes) + 1) / 2  # r**2 in (0, 1)
+    r = np.sqrt(u)
+    cheb = np.polynomial.chebyshev.chebfit(2 * u - 1, np.arctan(r) / r, degree)
+    in_t = np.polynomial.Polynomial(np.polynomial.chebyshev.cheb2poly(cheb))
+    return in_t(np.polynomial.Polynomial([-1.0, 2.0])).coef  # t = 2u - 1 -> powers of u
+
+
+_ATAN_COEFFICIENTS = _atan_coefficients()
+
+
+def _with_sign_of(em, node, magnitude: str, x: str, suffix: str, out: str | None = None) -> str:
+    """``magnitude`` where ``x >= 0``, ``-magnitude`` where ``x < 0``."""
+    negative = compare(em, "GREATER", fp_const(em, node, 0.0, suffix + "_zero"), x,
+                        suffix + "_neg")
+    negated = fp_unary(em, "NEGATE", magnitude, suffix + "_negated")
+    return select(em, negative, negated, magnitude, suffix, out=out)
+
+
+def _atan_ratio(em, node, y: str, w: str, suffix: str, out: str | None = None) -> str:
+    """``atan(y / w)`` for ``w >= 0`` (``w`` may be 0 where ``y`` is not).
+
+    The smaller of ``|y|`` and ``w`` over the larger is in [0, 1], where the polynomial holds;
+    when ``|y| > w`` the angle is pi/2 minus the polynomial's. The sign is ``y``'s.
+    """
+    a = fp_unary(em, "ABS", y, suffix + "_abs")
+    lo = fp_binary(em, "MINIMUM", a, w, suffix + "_lo")
+    hi = fp_binary(em, "MAXIMUM", a, w, suffix + "_hi")
+    r = fp_binary(em, "MUL", lo, fp_unary(em, "RECIPROCAL", hi, suffix + "_inv"), suffix + "_r")
+    u = fp_binary(em, "MUL", r, r, suffix + "_u")
+    acc = fp_const(em, node, float(_ATAN_COEFFICIENTS[-1]), f"{suffix}_c{len(_ATAN_COEFFICIENTS) - 1}")
+    for k in range(len(_ATAN_COEFFICIENTS) - 2, -1, -1):  # Horner in u = r**2
+        acc = fp_binary(em, "ADD", fp_binary(em, "MUL", acc, u, f"{suffix}_h{k}"),
+                        fp_const(em, node, float(_ATAN_COEFFICIENTS[k]), f"{suffix}_c{k}"),
+                        f"{suffix}_p{k}")
+    angle = fp_binary(em, "MUL", acc, r, suffix + "_small")
+    swapped = compare(em, "GREATER", a, w, suffix + "_swapped")
+    complement = fp_binary(em, "SUB", fp_const(em, node, math.pi / 2, suffix + "_half_pi"), angle,
+                           suffix + "_complement")
+    angle = select(em, swapped, complement, angle, suffix + "_angle")
+    return _with_sign_of(em, node, angle, y, suffix, out)
+
+
+def _one_minus_square(em, node, x: str, suffix: str) -> str:
+    """``(1 - x) * (1 + x)``: no cancellation near |x| = 1, unlike ``1 - x * x``."""
+    one = fp_const(em, node, 1.0, suffix + "_one")
+    return fp_binary(em, "MUL", fp_binary(em, "SUB", one, x, suffix + "_1mx"),
+                     fp_binary(em, "ADD", one, x, suffix + "_1px"), suffix)
+
+
+@unary_function(aten.atan.default)
+def atan(em, node, x, out):
+    """atan(x): the odd polynomial on [0, 1] with range reduction (|error| < 2e-7)."""
+    _atan_ratio(em, node, x, fp_const(em, node, 1.0, "one"), "atan", out)
+
+
+@unary_function(aten.asin.default)
+def asin(em, node, x, out):
+    """asin(x) = atan(x / sqrt(1 - x^2)); NaN outside [-1, 1] as in PyTorch."""
+    _atan_ratio(em, node, x, fp_sqrt(em, _one_minus_square(em, node, x, "w2"), "w"), "asin", out)
+
+
+@unary_function(aten.acos.default)
+def acos(em, node, x, out):
+    """acos(x) = pi/2 - asin(x)."""
+    a = _atan_ratio(em, node, x, fp_sqrt(em, _one_minus_square(em, node, x, "w2"), "w"), "asin")
+    fp_binary(em, "SUB", fp_const(em, node, math.pi / 2, "half_pi"), a, "fp", out=out)
+
+
+def _exp_pair(em, x: str):
+    e = fp_unary(em, "EXP", x, "exp")
+    return e, fp_unary(em, "RECIPROCAL", e, "exp_neg")
+
+
+@unary_function(aten.sinh.default)
+def sinh(em, node, x, out):
+    """(exp(x) - exp(-x)) / 2."""
+    e, inv = _exp_pair(em, x)
+    fp_binary(em, "MUL", fp_binary(em, "SUB", e, inv, "diff"), fp_const(em, node, 0.5, "half"),
+              "fp", out=out)
+
+
+@unary_function(aten.cosh.default)
+def cosh(em, node, x, out):
+    """(exp(x) + exp(-x)) / 2."""
+    e, inv = _exp_pair(em, x)
+    fp_binary(em, "MUL", fp_binary(em, "ADD", e, inv, "sum"), fp_const(em, node, 0.5, "half"),
+              "fp", out=out)
+
+
+@unary_function(aten.tan.default)
+def tan(em, node, x, out):
+    """sin(x) / cos(x)."""
+    fp_binary(em, "MUL", fp_unary(em, "SIN", x, "sin"),
+              fp_unary(em, "RECIPROCAL", fp_unary(em, "COS", x, "cos"), "inv_cos"), "fp", out=out)
+
+
+@unary_function(aten.asinh.default)
+def asinh(em, node, x, out):
+    """sign(x) * log(|x| + sqrt(x^2 + 1)) (odd, so the log never sees a cancellation)."""
+    a = fp_unary(em, "ABS", x, "abs")
+    root = fp_sqrt(em, fp_binary(em, "ADD", fp_binary(em, "MUL", a, a, "sq"),
+                                 fp_const(em, node, 1.0, "one"), "sq1"), "root")
+    magnitude = fp_unary(em, "LOG", fp_binary(em, "ADD", a, root, "arg"), "log")
+    _with_sign_of(em, node, magnitude, x, "sign", out)
+
+
+@unary_function(aten.acosh.default)
+def acosh(em, node, x, out):
+    """log(x + sqrt((x - 1)(x + 1))); NaN below 1 as in PyTorch."""
+    one = fp_const(em, node, 1.0, "one")
+    prod = fp_binary(em, "MUL", fp_binary(em, "SUB", x, one, "xm1"),
+                     fp_binary(em, "ADD", x, one, "xp1"), "prod")
+    fp_unary(em, "LOG", fp_binary(em, "ADD", x, fp_sqrt(em, prod, "root"), "arg"), "fp", out=out)
+
+
+@unary_function(aten.atanh.default)
+def atanh(em, node, x, out):
+    """(log(1 + x) - log(1 - x)) / 2."""
+    one = fp_const(em, node, 1.0, "one")
+    diff = fp_binary(em, "SUB", fp_unary(em, "LOG", fp_binary(em, "ADD", one, x, "1px"), "log_p"),
+                     fp_unary(em, "LOG", fp_binary(em, "SUB", one, x, "1mx"), "log_m"), "diff")
+    fp_binary(em, "MUL", diff, fp_const(em, node, 0.5, "half"), "fp", out=out)
+
+
+@unary_function(aten.log10.default, aten.log2.default)
+def log_base(em, node, x, out):
+    """log(x) / log(base)."""
+    base = 10.0 if node.target == aten.log10.default else 2.0
+    fp_binary(em, "MUL", fp_unary(em, "LOG", x, "ln"), fp_const(em, node, 1.0 / math.log(base),
+                                                                "inv_ln_base"), "fp", out=out)
+
+
+@unary_function(aten.logit.default)
+def logit(em, node, x, out):
+    """log(x) - log(1 - x), with x clamped to [eps, 1 - eps] when ``eps`` is given."""
+    eps = node.args[1] if len(node.args) > 1 else node.kwargs.get("eps")
+    if eps is not None:
+        clamped = em.new("clamped", em.writer.shapes[x], "FP32")
+        clamp(em, x, float(eps), 1.0 - float(eps), clamped)
+        x = clamped
+    one_minus = fp_binary(em, "SUB", fp_const(em, node, 1.0, "one"), x, "1mx")
+    fp_binary(em, "SUB", fp_unary(em, "LOG", x, "log"), fp_unary(em, "LOG", one_minus, "log_1mx"),
+              "fp", out=out)
+
+
+@unary_function(aten.erfinv.default)
+def erfinv(em, node, x, out):
+    """Inverse error function: an initial estimate refined by two Newton steps on ERF.
+
+    The estimate ``sign(x) * sqrt(sqrt(t^2 - L/a) - t)``, ``L = log(1 - x^2)``,
+    ``t = 2/(pi a) + L/2``, ``a = 0.147`` is within 2e-3 relative; each Newton step
+    ``y -= (erf(y) - x) * sqrt(pi)/2 * exp(y^2)`` squares the error, down to what float32
+    ERF resolves: |error| < 1e-6 for |x| <= 0.99, < 5e-5 for |x| <= 0.9999. |x| = 1 gives
+    +-inf, |x| > 1 NaN, as in PyTorch.
+    """
+    a = 0.147
+    log_term = fp_unary(em, "LOG", _one_minus_square(em, node, x, "w2"), "L")
+    t = fp_binary(em, "ADD", fp_const(em, node, 2 / (math.pi * a), "t0"),
+                  fp_binary(em, "MUL", log_term, fp_const(em, node, 0.5, "half"), "hL"), "t")
+    inner = fp_binary(em, "SUB", fp_binary(em, "MUL", t, t, "t2"),
+                      fp_binary(em, "MUL", log_term, fp_const(em, node, 1 / a, "inv_a"), "La"),
+                      "inner")
+    estimate = fp_sqrt(em, fp_binary(em, "SUB", fp_sqrt(em, inner, "root_in"), t, "diff"),
+                       "root_out")
+    y = _with_sign_of(em, node, estimate, x, "y0")
+    half_sqrt_pi = fp_const(em, node, math.sqrt(math.pi) / 2, "half_sqrt_pi")
+    for step in (1, 2):
+        residual = fp_binary(em, "SUB", fp_unary(em, "ERF", y, f"erf{step}"), x, f"res{step}")
+        slope_inv = fp_binary(em, "MUL", fp_unary(em, "EXP", fp_binary(em, "MUL", y, y,
+                                                                        f"y2_{step}"),
+                                                  f"exp{step}"), half_sqrt_pi, f"dinv{step}")
+        y = fp_binary(em, "SUB", y, fp_binary(em, "MUL", residual, slope_inv, f"delta{step}"),
+                      f"y{step}")
+    # |x| = 1: the Newton step computes 0 * inf; the limit is +-inf
+    edge = compare(em, "EQUAL", fp_unary(em, "ABS", x, "abs"), fp_const(em, node, 1.0, "one"),
+                    "edge")
+    infinite = fp_binary(em, "MUL", x, fp_const(em, node, math.inf, "inf"), "infinite")
+    select(em, edge, infinite, y, "fp", out=out)
+
+
+@unary_function(aten.celu.default)
+def celu(em, node, x, out):
+    """celu(x, alpha) = x if x > 0 else alpha * (exp(x / alpha) - 1)."""
+    alpha = float(node.args[1] if len(node.args) > 1 else node.kwargs.get("alpha", 1.0))
+    elu_like(em, node, x, out, alpha, input_scale=1.0 / alpha)
+
+
+#: SELU's fixed-point constants (Klambauer et al. 2017), as torch.nn.functional.selu uses them
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+@unary_function(aten.selu.default)
+def selu(em, node, x, out):
+    """scale * elu(x, alpha) with SELU's constants."""
+    elu_like(em, node, x, out, _SELU_ALPHA, scale=_SELU_SCALE)
+
+
+@unary_function(aten.sign.default, aten.sgn.default, step=True)
+def sign(em, node, x, out):
+    """1 above zero, -1 below; ``x * 0`` elsewhere keeps zero (and NaN) as PyTorch does."""
+    dtype = em.writer.dtypes[x]
+    zero = fp_const(em, node, 0, "zero", dtype)
+    rest = fp_binary(em, "MUL", x, zero, "rest")
+    below = select(em, compare(em, "GREATER", zero, x, "neg"),
+                    fp_const(em, node, -1, "minus_one", dtype), rest, "below")
+    select(em, compare(em, "GREATER", x, zero, "pos"), fp_const(em, node, 1, "plus_one", dtype),
+           below, "fp", out=out)
+
+
+def _integer_identity(em, x, out) -> bool:
+    """Rounding an integer tensor returns it: IDENTITY (True when ``x`` is an integer)."""
+    if em.writer.dtypes[x] == "FP32":
+        return False
+    em.writer.op("IDENTITY", [x], out)
+    return True
+
+
+@unary_function(aten.floor.default, aten.ceil.default, step=True)
+def floor_ceil(em, node, x, out):
+    """TOSA FLOOR / CEIL."""
+    if not _integer_identity(em, x, out):
+        fp_unary(em, "FLOOR" if node.target == aten.floor.default else "CEIL", x, "fp", out=out)
+
+
+@unary_function(aten.trunc.default, aten.fix.default, step=True)
+def trunc(em, node, x, out):
+    """Toward zero: CEIL below zero, FLOOR elsewhere."""
+    if _integer_identity(em, x, out):
+        return
+    negative = compare(em, "GREATER", fp_const(em, node, 0.0, "zero"), x, "neg")
+    select(em, negative, fp_unary(em, "CEIL", x, "ceil"), fp_unary(em, "FLOOR", x, "floor"), "fp",
+           out=out)
+
+
+#: 2**23: from here on float32 holds only integers
+_FP32_INTEGER_LIMIT = float(2**23)
+
+
+@unary_function(aten.round.default, step=True)
+def round_half_even(em, node, x, out):
+    """Round half to even, as torch.round: exact.
+
+    For 0 <= |x| < 2**23, ``|x| + 2**23`` lies in [2**23, 2**24) where float32's spacing is
+    1, so the addition's round-to-nearest-even rounds |x| to an integer, ties to even, and
+    subtracting 2**23 again is exact (both in [2**23, 2**24)). From 2**23 on |x| is already
+    an integer. The sign is restored afterwards (round is odd).
+    """
+    if _integer_identity(em, x, out):
+        return
+    a = fp_unary(em, "ABS", x, "abs")
+    limit = fp_const(em, node, _FP32_INTEGER_LIMIT, "limit")
+    rounded = fp_binary(em, "SUB", fp_binary(em, "ADD", a, limit, "shifted"), limit, "rounded")
+    whole = compare(em, "GREATER_EQUAL", a, limit, "whole")
+    _with_sign_of(em, node, select(em, whole, a, rounded, "magnitude"), x, "sign", out)

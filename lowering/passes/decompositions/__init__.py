@@ -1,0 +1,12 @@
+"""The rewrites of :class:`~lowering.passes.decompose.DecomposeForTosa`, one module per op
+family; importing this package registers them (:mod:`lowering.passes.rewrites`)."""
+
+from . import (  # noqa: F401
+    activation,
+    arith,
+    creation,
+    matmul,
+    norm,
+    reduce,
+    shape,
+)

@@ -1,0 +1,175 @@
+"""Arithmetic: true and rounded division, remainder, powers, clamps with tensor bounds,
+masked_fill and square, in terms of ops with a TOSA visitor."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.fx as fx
+
+from ...graph_utils import get_constant, val
+from ._common import arg, const_like, decomposition, is_float, tensor_operand
+
+aten = torch.ops.aten
+
+
+def _true_div(gm, b, x, y):
+    """``x / y`` as ``x * (1 / y)``: TOSA has no float division; a constant divisor is
+    inverted here, once."""
+    if not isinstance(y, fx.Node):
+        return b(aten.mul.Tensor, x, const_like(gm, b, 1.0 / float(y), x, "recip"))
+    ct = get_constant(gm, y)
+    if ct is not None:
+        return b(aten.mul.Tensor, x, b.const(gm, 1.0 / ct.float(), "recip"))
+    return b(aten.mul.Tensor, x, b(aten.reciprocal.default, y))
+
+
+def _floor_quotient(gm, b, x, y):
+    """``floor(x / y)`` for float tensors.
+
+    ``x * (1 / y)`` may land just below an integer the exact quotient reaches
+    (41 * fl(1/41) = 0.99999994). In FP the residual ``r = x - q * y`` moves ``q`` by one
+    step when it falls outside ``[0, |y|)`` (taken with the sign of ``y``); it is exact when
+    ``x``, ``y`` and ``q * y`` are integers below 2**24, the case where the quotient is
+    exactly an integer. In INT every intermediate is requantized, so the correction would
+    compare rounded values: the quotient is floored as the quantized graph computes it.
+    """
+    y = tensor_operand(gm, b, y, x, "divisor")
+    q = b(aten.floor.default, _true_div(gm, b, x, y))
+    if b.profile != "FP":
+        return q
+    residual = b(aten.sub.Tensor, x, b(aten.mul.Tensor, q, y))
+    toward_y = b(aten.mul.Tensor, residual, b(aten.sign.default, y))
+    one = const_like(gm, b, 1.0, x, "one")
+    too_small = b(aten.ge.Tensor, toward_y, b(aten.abs.default, y))
+    too_large = b(aten.lt.Tensor, toward_y, const_like(gm, b, 0.0, x, "zero"))
+    q = b(aten.where.self, too_small, b(aten.add.Tensor, q, one), q)
+    return b(aten.where.self, too_large, b(aten.sub.Tensor, q, one), q)
+
+
+def _integer_floor_division(b, x, y):
+    """Integer tensors divide in the integer domain: the visitor's INTDIV with a floor fix."""
+    return b(aten.div.Tensor_mode, x, y, rounding_mode="floor")
+
+
+@decomposition(aten.div.Tensor, aten.div.Scalar)
+def div(gm, n, b):
+    """Float ``x / y`` -> ``x * reciprocal(y)``; integer operands (a float result) stay."""
+    x, y = n.args[0], n.args[1]
+    if not is_float(x):
+        return None
+    return _true_div(gm, b, x, y)
+
+
+@decomposition(aten.div.Tensor_mode, aten.div.Scalar_mode)
+def div_rounding(gm, n, b):
+    """``div(x, y, rounding_mode)``: None -> true division, "floor" -> floor of the quotient,
+    "trunc" -> the quotient rounded toward zero. Integer tensors keep ``div.Tensor_mode``
+    with a tensor divisor (the elementwise visitor's INTDIV)."""
+    x, y = n.args[0], n.args[1]
+    mode = arg(n, 2, "rounding_mode")
+    if not is_float(x):
+        if mode is None or (isinstance(y, fx.Node) and n.target == aten.div.Tensor_mode):
+            return None
+        return b(aten.div.Tensor_mode, x, tensor_operand(gm, b, y, x, "divisor"),
+                 rounding_mode=mode)
+    if mode is None:
+        return _true_div(gm, b, x, y)
+    if mode == "floor":
+        return _floor_quotient(gm, b, x, y)
+    if b.profile == "FP":
+        # |x| // |y| with the sign of the quotient: the floor correction applies unchanged
+        y = tensor_operand(gm, b, y, x, "divisor")
+        magnitude = _floor_quotient(gm, b, b(aten.abs.default, x), b(aten.abs.default, y))
+        sign = b(aten.mul.Tensor, b(aten.sign.default, x), b(aten.sign.default, y))
+        return b(aten.mul.Tensor, magnitude, sign)
+    return b(aten.trunc.default, _true_div(gm, b, x, y))
+
+
+@decomposition(aten.floor_divide.default, aten.floor_divide.Scalar)
+def floor_divide(gm, n, b):
+    """``x // y`` (rounds down, as Python does)."""
+    x, y = n.args[0], n.args[1]
+    if not is_float(x):
+        return _integer_floor_division(b, x, tensor_operand(gm, b, y, x, "divisor"))
+    return _floor_quotient(gm, b, x, y)
+
+
+@decomposition(aten.remainder.Tensor, aten.remainder.Scalar)
+def remainder(gm, n, b):
+    """``x % y = x - (x // y) * y`` (the sign of ``y``, as Python's)."""
+    x = n.args[0]
+    y = tensor_operand(gm, b, n.args[1], x, "divisor")
+    if is_float(x):
+        q = _floor_quotient(gm, b, x, y)
+    else:
+        q = _integer_floor_division(b, x, y)
+    return b(aten.sub.Tensor, x, b(aten.mul.Tensor, q, y))
+
+
+@decomposition(aten.pow.Tensor_Scalar)
+def pow_scalar_exponent(gm, n, b):
+    """Exponents 2, 1, 0.5 and -1 are exact as mul / identity / sqrt / reciprocal; other
+    exponents keep pow (a TABLE in INT, POW in FP)."""
+    x, e = n.args[0], n.args[1]
+    if e == 2:
+        return b(aten.mul.Tensor, x, x)
+    if e == 1:
+        return x
+    if e == 0.5:
+        return b(aten.sqrt.default, x)
+    if e == -1:
+        return b(aten.reciprocal.default, x)
+    return None
+
+
+@decomposition(aten.pow.Scalar)
+def pow_scalar_base(gm, n, b):
+    """``c ** x = exp(x * ln c)`` for a positive base ``c``."""
+    base, x = n.args[0], n.args[1]
+    if not is_float(x) or not isinstance(base, (int, float)) or base <= 0:
+        return None
+    return b(aten.exp.default, b(aten.mul.Tensor, x, const_like(gm, b, math.log(base), x, "ln_base")))
+
+
+@decomposition(aten.square.default)
+def square(gm, n, b):
+    """``x * x``."""
+    return b(aten.mul.Tensor, n.args[0], n.args[0])
+
+
+@decomposition(aten.clamp.Tensor, aten.clamp_min.Tensor, aten.clamp_max.Tensor)
+def clamp_tensor(gm, n, b):
+    """Tensor bounds: ``minimum(maximum(x, lo), hi)`` (either bound may be absent)."""
+    x = n.args[0]
+    if n.target == aten.clamp.Tensor:
+        lo, hi = arg(n, 1, "min"), arg(n, 2, "max")
+    elif n.target == aten.clamp_min.Tensor:
+        lo, hi = n.args[1], None
+    else:
+        lo, hi = None, n.args[1]
+    y = x
+    if lo is not None:
+        y = b(aten.maximum.default, y, lo)
+    if hi is not None:
+        y = b(aten.minimum.default, y, hi)
+    return y
+
+
+@decomposition(aten.clamp_min.default, aten.clamp_max.default)
+def clamp_one_side(gm, n, b):
+    """clamp_min(x, lo) / clamp_max(x, hi) with a number: clamp(x, lo, None) / clamp(x, None, hi)."""
+    x, bound = n.args[0], n.args[1]
+    if n.target == aten.clamp_min.default:
+        return b(aten.clamp.default, x, bound, None)
+    return b(aten.clamp.default, x, None, bound)
+
+
+@decomposition(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
+def masked_fill(gm, n, b):
+    """``where(mask, value, x)``."""
+    x, mask, value = n.args[:3]
+    if not isinstance(value, fx.Node) and val(x) is not None:
+        value = b.const(gm, torch.tensor([value], dtype=val(x).dtype), "fill")
+    return b(aten.where.self, mask, value, x)

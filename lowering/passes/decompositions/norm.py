@@ -1,0 +1,100 @@
+"""Normalizations: layer norm, group norm and inference batch norm (every aten form)."""
+
+from __future__ import annotations
+
+import torch
+
+from ...graph_utils import get_constant, val
+from ._common import arg, const_like, decomposition, tuple_outputs
+
+aten = torch.ops.aten
+
+
+def _standardize(gm, b, x, dims, eps):
+    """``(x - mean) * rsqrt(var + eps)`` over ``dims`` (kept); returns it, mean and rstd."""
+    mean = b(aten.mean.dim, x, dims, True)
+    centered = b(aten.sub.Tensor, x, mean)
+    var = b(aten.mean.dim, b(aten.mul.Tensor, centered, centered), dims, True)
+    rstd = b(aten.rsqrt.default, b(aten.add.Tensor, var, const_like(gm, b, float(eps), None, "eps")))
+    return b(aten.mul.Tensor, centered, rstd), mean, rstd
+
+
+def _affine(b, y, weight, bias):
+    if weight is not None:
+        y = b(aten.mul.Tensor, y, weight)
+    if bias is not None:
+        y = b(aten.add.Tensor, y, bias)
+    return y
+
+
+def _per_channel(gm, b, p, shape, hint):
+    """A per-channel parameter ``[C]`` shaped to broadcast over ``[N, C, ...]``."""
+    if p is None:
+        return None
+    t = get_constant(gm, p)
+    return b.const(gm, t.reshape(shape), hint) if t is not None else b(aten.view.default, p, shape)
+
+
+@decomposition(aten.layer_norm.default, aten.native_layer_norm.default)
+def layer_norm(gm, n, b):
+    """layer_norm(x, shape, w, b, eps); native_layer_norm also returns mean and rstd."""
+    x, shape = n.args[0], n.args[1]
+    rank = val(x).dim()
+    y, mean, rstd = _standardize(gm, b, x, list(range(rank - len(shape), rank)),
+                                 arg(n, 4, "eps", 1e-5))
+    y = _affine(b, y, arg(n, 2, "weight"), arg(n, 3, "bias"))
+    if n.target == aten.native_layer_norm.default:
+        return tuple_outputs(n, [y, mean, rstd])
+    return y
+
+
+@decomposition(aten.group_norm.default, aten.native_group_norm.default)
+def group_norm(gm, n, b):
+    """group_norm(x, groups, w, b, eps); native_group_norm(x, w, b, N, C, HxW, groups, eps)
+    also returns mean and rstd, shaped ``[N, groups]``."""
+    native = n.target == aten.native_group_norm.default
+    x = n.args[0]
+    if native:
+        weight, bias, groups, eps = n.args[1], n.args[2], n.args[6], n.args[7]
+    else:
+        groups, weight, bias = n.args[1], arg(n, 2, "weight"), arg(n, 3, "bias")
+        eps = arg(n, 4, "eps", 1e-5)
+    shape = list(val(x).shape)
+    batch, channels = shape[0], shape[1]
+    grouped = b(aten.view.default, x, [batch, groups, -1])
+    y, mean, rstd = _standardize(gm, b, grouped, [2], eps)
+    y = b(aten.view.default, y, shape)
+    channel_shape = [channels] + [1] * (len(shape) - 2)
+    y = _affine(b, y, _per_channel(gm, b, weight, channel_shape, "gn_w"),
+                _per_channel(gm, b, bias, channel_shape, "gn_b"))
+    if native:
+        return tuple_outputs(n, [y, b(aten.view.default, mean, [batch, groups]),
+                                 b(aten.view.default, rstd, [batch, groups])])
+    return y
+
+
+@decomposition(aten.batch_norm.default, aten._native_batch_norm_legit_no_training.default)
+def batch_norm(gm, n, b):
+    """Inference batch norm with constant statistics: one multiply and one add per channel.
+
+    ``batch_norm(x, w, b, mean, var, training, momentum, eps, cudnn)``;
+    ``_native_batch_norm_legit_no_training(x, w, b, mean, var, momentum, eps)`` returns a
+    tuple whose saved statistics are empty at inference (only the output is lowered).
+    """
+    native = n.target == aten._native_batch_norm_legit_no_training.default
+    x, w, bias, mean, var = n.args[:5]
+    eps = n.args[6] if native else arg(n, 7, "eps", 1e-5)
+    mean_t, var_t = get_constant(gm, mean), get_constant(gm, var)
+    if mean_t is None or var_t is None:
+        return None
+    channels = mean_t.numel()
+    w_t = get_constant(gm, w) if w is not None else torch.ones(channels)
+    b_t = get_constant(gm, bias) if bias is not None else torch.zeros(channels)
+    if w_t is None or b_t is None:
+        return None
+    scale = w_t / torch.sqrt(var_t + eps)
+    shift = b_t - mean_t * scale
+    channel_shape = [channels] + [1] * (val(x).dim() - 2)
+    y = b(aten.mul.Tensor, x, b.const(gm, scale.reshape(channel_shape), "bn_scale"))
+    y = b(aten.add.Tensor, y, b.const(gm, shift.reshape(channel_shape), "bn_shift"))
+    return tuple_outputs(n, [y, None, None]) if native else y

@@ -1,0 +1,63 @@
+"""Reductions without a TOSA operator of their own: variance and standard deviation; any /
+all of non-bool tensors (TOSA's REDUCE_ANY/REDUCE_ALL take bool)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ...graph_utils import val
+from ._common import arg, const_like, decomposition
+
+aten = torch.ops.aten
+
+
+def _reduced_dims(dims, rank):
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        return list(range(rank))
+    return sorted({d % rank for d in ([dims] if isinstance(dims, int) else dims)})
+
+
+def _variance_args(n):
+    """(dims, correction, keepdim) of var/std in any of their overloads."""
+    if n.target in (aten.var.correction, aten.std.correction):
+        correction = n.kwargs.get("correction")
+        return arg(n, 1, "dim"), 1 if correction is None else correction, \
+            bool(n.kwargs.get("keepdim", False))
+    if n.target in (aten.var.default, aten.std.default):
+        return None, int(bool(arg(n, 1, "unbiased", True))), False
+    return arg(n, 1, "dim"), int(bool(arg(n, 2, "unbiased", True))), bool(arg(n, 3, "keepdim", False))
+
+
+@decomposition(aten.var.correction, aten.var.dim, aten.var.default, aten.std.correction,
+               aten.std.dim, aten.std.default)
+def variance(gm, n, b):
+    """``mean((x - mean(x))**2) * N / (N - correction)`` over the reduced dims; std is its
+    square root. ``N <= correction`` (a division by zero in PyTorch) stays on the CPU."""
+    x = n.args[0]
+    v = val(x)
+    dims_arg, correction, keepdim = _variance_args(n)
+    dims = _reduced_dims(dims_arg, v.dim())
+    count = math.prod(v.shape[d] for d in dims)
+    if count <= correction:
+        return None
+    centered = b(aten.sub.Tensor, x, b(aten.mean.dim, x, dims, True))
+    var = b(aten.mean.dim, b(aten.mul.Tensor, centered, centered), dims, keepdim)
+    if correction:
+        var = b(aten.mul.Tensor, var, const_like(gm, b, count / (count - correction), None,
+                                                 "bessel"))
+    if n.target in (aten.std.correction, aten.std.dim, aten.std.default):
+        return b(aten.sqrt.default, var)
+    return var
+
+
+@decomposition(aten.any.default, aten.any.dim, aten.any.dims, aten.all.default, aten.all.dim,
+               aten.all.dims)
+def any_all_of_values(gm, n, b):
+    """any/all of a non-bool tensor reduce ``x != 0``; bool tensors go to the reduce visitor."""
+    x = n.args[0]
+    if val(x) is None or val(x).dtype == torch.bool:
+        return None
+    nonzero = b(aten.ne.Tensor, x, const_like(gm, b, 0, x, "zero"))
+    return b(n.target, nonzero, *n.args[1:], **n.kwargs)

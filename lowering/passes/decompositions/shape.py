@@ -1,0 +1,92 @@
+"""Data movement: split / chunk / unbind into slices, slice_scatter into slices + cat, copy,
+and max_pool2d_with_indices when only the values are used."""
+
+from __future__ import annotations
+
+import math
+import operator
+
+import torch
+
+from ...graph_utils import Builder, val
+from ..rewrites import HANDLED
+from ._common import arg, decomposition, tuple_outputs
+
+aten = torch.ops.aten
+
+
+def _split_sizes(n, size):
+    if n.target == aten.split.Tensor:
+        step = n.args[1]
+    elif n.target == aten.chunk.default:
+        step = math.ceil(size / n.args[1])
+    elif n.target == aten.unbind.int:
+        step = 1
+    else:
+        return list(n.args[1])
+    return [min(step, size - i) for i in range(0, size, step)]
+
+
+@decomposition(aten.split.Tensor, aten.split_with_sizes.default, aten.chunk.default,
+               aten.unbind.int)
+def split(gm, n, b):
+    """Each used piece becomes a slice (unbind: a slice with the dim squeezed away)."""
+    x = n.args[0]
+    rank = val(x).dim()
+    dim_index = 1 if n.target == aten.unbind.int else 2
+    dim = arg(n, dim_index, "dim", 0) % rank
+    sizes = _split_sizes(n, val(x).shape[dim])
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    if any(u.target is not operator.getitem for u in n.users):
+        return None
+    for user in list(n.users):
+        i = user.args[1]
+        at_user = Builder(gm.graph, user, b.profile)
+        piece = at_user(aten.slice.Tensor, x, dim, starts[i], starts[i] + sizes[i])
+        if n.target == aten.unbind.int:
+            piece = at_user(aten.squeeze.dims, piece, [dim])
+        user.replace_all_uses_with(piece)
+    return HANDLED
+
+
+@decomposition(aten.slice_scatter.default)
+def slice_scatter(gm, n, b):
+    """``x`` with ``x[start:end]`` along ``dim`` replaced by ``src``: the kept parts of ``x``
+    around ``src``, concatenated (unit step; strided scatters stay on the CPU)."""
+    x, src = n.args[0], n.args[1]
+    shape = val(x).shape
+    dim = arg(n, 2, "dim", 0) % len(shape)
+    size = shape[dim]
+    start, end, step = arg(n, 3, "start"), arg(n, 4, "end"), arg(n, 5, "step", 1)
+    start = 0 if start is None else (start + size if start < 0 else min(start, size))
+    end = size if end is None else (end + size if end < 0 else min(end, size))
+    if step != 1:
+        return None
+    parts = []
+    if start > 0:
+        parts.append(b(aten.slice.Tensor, x, dim, 0, start))
+    parts.append(src)
+    if end < size:
+        parts.append(b(aten.slice.Tensor, x, dim, end, size))
+    return b(aten.cat.default, parts, dim) if len(parts) > 1 else src
+
+
+@decomposition(aten.copy.default)
+def copy(gm, n, b):
+    """``copy(x, src)``: ``src`` broadcast to the shape of ``x``, in the dtype of ``x``."""
+    x, src = n.args[0], n.args[1]
+    vx, vs = val(x), val(src)
+    if vx is None or vs is None:
+        return None
+    out = src
+    if vs.dtype != vx.dtype:
+        out = b(aten._to_copy.default, out, dtype=vx.dtype)
+    if tuple(vs.shape) != tuple(vx.shape):
+        out = b(aten.expand.default, out, list(vx.shape))
+    return out
+
+
+@decomposition(aten.max_pool2d_with_indices.default)
+def max_pool2d_values(gm, n, b):
+    """max_pool2d_with_indices whose indices are unused is max_pool2d."""
+    return tuple_outputs(n, [b(aten.max_pool2d.default, *n.args), None])
