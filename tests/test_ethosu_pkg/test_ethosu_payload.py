@@ -128,3 +128,34 @@ def test_operator_refused_by_vela_stays_on_cpu(target, delegates):
         assert cpu.target == "aten.index_select.default" and cpu.reason.startswith("Vela:")
     else:
         assert part.cpu_nodes == []
+
+
+class _Bilinear(torch.nn.Module):
+    """conv -> bilinear x2 upsample (a RESIZE Vela refuses on Ethos-U55/U65) -> conv."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.conv2 = torch.nn.Conv2d(8, 4, 3, padding=1)
+
+    def forward(self, x):
+        y = torch.nn.functional.interpolate(torch.relu(self.conv1(x)), scale_factor=2, mode="bilinear")
+        return self.conv2(y)
+
+
+@pytest.mark.parametrize("target, delegates", [("ethos-u55-128", 2), ("ethos-u85-256", 1)])
+def test_bilinear_resize_stays_on_cpu_where_vela_refuses_it(target, delegates):
+    from executorch.exir import to_edge_transform_and_lower
+
+    from lowering.partitioner import TosaPartitioner, delegate_payloads
+
+    torch.manual_seed(0)
+    ep = _quantized_export(_Bilinear().eval(), (torch.randn(1, 3, 8, 8),))
+    part = TosaPartitioner("INT", ethosu_target=target)
+    edge = to_edge_transform_and_lower(ep, partitioner=[part])
+    assert len(delegate_payloads(edge)) == delegates
+    if delegates == 2:
+        assert [c.target for c in part.cpu_nodes] == ["aten.upsample_bilinear2d.vec"]
+        assert "RESIZE" in part.cpu_nodes[0].reason and part.cpu_nodes[0].reason.startswith("Vela:")
+    else:
+        assert part.cpu_nodes == []
