@@ -785,7 +785,8 @@ class TosaPartitioner(Partitioner):
             for issue in report.unsupported:
                 outputs = ops[issue.index].outputs if issue.index < len(ops) else []
                 fx_node = em.provenance.get(outputs[0], {}).get("fx_node") if outputs else None
-                moved.update(self._blame(sub, by_name, group, fx_node, f"Vela: {issue.reason}"))
+                reason = issue.reason if issue.op in issue.reason else f"TOSA {issue.op}: {issue.reason}"
+                moved.update(self._blame(sub, by_name, group, fx_node, f"Vela: {reason}"))
             return moved
         try:
             _vela_payload(tosa, self.delegate_spec)

@@ -109,27 +109,6 @@ class _Gather(torch.nn.Module):
         return self.fc(torch.index_select(y, 1, self.order))
 
 
-@pytest.mark.parametrize("target, delegates", [("ethos-u55-128", 2), ("ethos-u85-256", 1)])
-def test_operator_refused_by_vela_stays_on_cpu(target, delegates):
-    from executorch.exir import to_edge_transform_and_lower
-
-    from lowering.partitioner import TosaPartitioner, delegate_payloads
-
-    torch.manual_seed(0)
-    ep = _quantized_export(_Gather().eval(), (torch.randn(1, 3, 8, 8),))
-    part = TosaPartitioner("INT", ethosu_target=target)
-    edge = to_edge_transform_and_lower(ep, partitioner=[part])
-    payloads = delegate_payloads(edge)
-    assert len(payloads) == delegates
-    for _, payload in payloads:
-        assert list(read_vela_bin_stream(payload)) == list(BLOCK_ORDER)
-    if delegates == 2:
-        (cpu,) = part.cpu_nodes
-        assert cpu.target == "aten.index_select.default" and cpu.reason.startswith("Vela:")
-    else:
-        assert part.cpu_nodes == []
-
-
 class _Bilinear(torch.nn.Module):
     """conv -> bilinear x2 upsample (a RESIZE Vela refuses on Ethos-U55/U65) -> conv."""
 
@@ -143,19 +122,31 @@ class _Bilinear(torch.nn.Module):
         return self.conv2(y)
 
 
+REFUSED_ON_U55 = {  # model -> (the aten op Vela refuses on Ethos-U55, a word of its reason)
+    "gather": (_Gather, "aten.index_select.default", "GATHER"),
+    "bilinear": (_Bilinear, "aten.upsample_bilinear2d.vec", "RESIZE"),
+}
+
+
+@pytest.mark.parametrize("model", sorted(REFUSED_ON_U55))
 @pytest.mark.parametrize("target, delegates", [("ethos-u55-128", 2), ("ethos-u85-256", 1)])
-def test_bilinear_resize_stays_on_cpu_where_vela_refuses_it(target, delegates):
+def test_operator_refused_by_vela_stays_on_cpu(model, target, delegates):
+    """U55: the refused op stays on the CPU between two delegates; U85 takes the whole model."""
     from executorch.exir import to_edge_transform_and_lower
 
     from lowering.partitioner import TosaPartitioner, delegate_payloads
 
+    builder, refused_op, reason_word = REFUSED_ON_U55[model]
     torch.manual_seed(0)
-    ep = _quantized_export(_Bilinear().eval(), (torch.randn(1, 3, 8, 8),))
+    ep = _quantized_export(builder().eval(), (torch.randn(1, 3, 8, 8),))
     part = TosaPartitioner("INT", ethosu_target=target)
     edge = to_edge_transform_and_lower(ep, partitioner=[part])
-    assert len(delegate_payloads(edge)) == delegates
+    payloads = delegate_payloads(edge)
+    assert len(payloads) == delegates
+    for _, payload in payloads:
+        assert list(read_vela_bin_stream(payload)) == list(BLOCK_ORDER)
     if delegates == 2:
-        assert [c.target for c in part.cpu_nodes] == ["aten.upsample_bilinear2d.vec"]
-        assert "RESIZE" in part.cpu_nodes[0].reason and part.cpu_nodes[0].reason.startswith("Vela:")
+        (cpu,) = part.cpu_nodes
+        assert cpu.target == refused_op and cpu.reason.startswith("Vela:") and reason_word in cpu.reason
     else:
         assert part.cpu_nodes == []
