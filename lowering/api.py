@@ -171,7 +171,6 @@ def lower(model, example_inputs, *, profile: str = "INT", quantization: QuantCon
     except LoweringError:  # a visitor refused a node: it moves to the CPU, the rest is lowered
         return _report_partial(gm, profile, [], float_model, quantized_model, log)
     w = em.writer
-    [n for n in gm.graph.nodes if n.op == "placeholder"]
     outs = gm.graph.output_node().args[0]
     outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
     return LoweredModel(

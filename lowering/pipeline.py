@@ -12,6 +12,7 @@ from .passes import (
     FoldBatchNorm,
     FoldQDQ,
     InsertInt32CastsAfterInt64Placeholders,
+    QuantizeUnusedInputs,
     RemoveNoOps,
     ScalarsToTensors,
 )
@@ -24,13 +25,14 @@ def build_pipeline(profile: str) -> list[GraphPass]:
     Example:
         >>> [p.name for p in build_pipeline("INT")]  # doctest: +NORMALIZE_WHITESPACE
         ['RemoveNoOps', 'ConvertInt64ConstOpsToInt32', 'ConvertInt64OutputOpsToInt32',
-         'InsertInt32CastsAfterInt64Placeholders', 'FoldQDQ', 'AssignNHWCLayout']
+         'InsertInt32CastsAfterInt64Placeholders', 'FoldQDQ', 'QuantizeUnusedInputs',
+         'AssignNHWCLayout']
     """
     int64 = [ConvertInt64ConstOpsToInt32(), ConvertInt64OutputOpsToInt32(),
              InsertInt32CastsAfterInt64Placeholders()]
     if profile == "INT":
         # decompositions already ran in TosaQuantizer.transform_for_annotation
-        return [RemoveNoOps(), *int64, FoldQDQ(), AssignNHWCLayout()]
+        return [RemoveNoOps(), *int64, FoldQDQ(), QuantizeUnusedInputs(), AssignNHWCLayout()]
     return [RemoveNoOps(), FoldBatchNorm(), DecomposeForTosa(), ScalarsToTensors(), RemoveNoOps(),
             *int64, AssignNHWCLayout()]
 

@@ -5,7 +5,7 @@ Every pass is a callable ``pass(gm, ctx) -> None`` mutating the FX graph module 
 
 from .decompose import DecomposeForTosa, ScalarsToTensors
 from .fold_batch_norm import FoldBatchNorm
-from .fold_qdq import FoldQDQ
+from .fold_qdq import FoldQDQ, QuantizeUnusedInputs
 from .int64 import (
     ConvertInt64ConstOpsToInt32,
     ConvertInt64OutputOpsToInt32,
@@ -19,6 +19,7 @@ __all__ = [
     "ScalarsToTensors",
     "FoldBatchNorm",
     "FoldQDQ",
+    "QuantizeUnusedInputs",
     "ConvertInt64ConstOpsToInt32",
     "ConvertInt64OutputOpsToInt32",
     "InsertInt32CastsAfterInt64Placeholders",

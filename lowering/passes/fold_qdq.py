@@ -91,3 +91,43 @@ class FoldQDQ(GraphPass):
                     src.meta["fused_activation"] = n.name
                     n.meta.setdefault("qin", {})[src.name] = n.meta["qout"]
         ctx.quantized = True
+
+
+class QuantizeUnusedInputs(GraphPass):
+    """Give a float graph input that nothing reads the activation quantization of the graph.
+
+    PT2E observes a tensor only where an annotated op reads it, so an unused input keeps its
+    float dtype and would make an INT graph impossible. It stays a graph input (the model's
+    signature is kept) with the graph's activation dtype and a range from its example value.
+
+    Example:
+        >>> import torch
+        >>> gm = torch.fx.symbolic_trace(lambda x, unused: x)
+        >>> from lowering.graph_utils import propagate_values
+        >>> propagate_values(gm, (torch.ones(2), torch.tensor([-1.0, 3.0])))
+        >>> QuantizeUnusedInputs()(gm, PassContext(profile="INT"))
+        >>> qp = [n for n in gm.graph.nodes if n.name == "unused"][0].meta["qout"]
+        >>> str(qp.dtype), round(qp.s * 255, 6), qp.zp
+        ('torch.int8', 4.0, -64)
+    """
+
+    def run(self, gm: fx.GraphModule, ctx: PassContext) -> None:
+        # activations only: weights are int8 even under int16 activations
+        activations = [n.meta["qout"] for n in gm.graph.nodes if n.op in ("placeholder", "call_function")
+                       and isinstance(n.meta.get("qout"), QParams) and n.meta["qout"].axis is None]
+        dtype = activations[0].dtype if activations else torch.int8
+        for n in gm.graph.nodes:
+            v = n.meta.get("tv_val", val(n))
+            if n.op != "placeholder" or n.users or "qout" in n.meta or \
+                    not isinstance(v, torch.Tensor) or not v.is_floating_point():
+                continue
+            lo = min(float(v.min()), 0.0) if v.numel() else 0.0
+            hi = max(float(v.max()), 0.0) if v.numel() else 0.0
+            if dtype == torch.int16:  # symmetric, as the int16 activations are
+                qmin, qmax = -32767, 32767
+                scale, zp = (max(-lo, hi) / qmax) or 1.0, 0
+            else:
+                qmin, qmax = -128, 127
+                scale = ((hi - lo) / (qmax - qmin)) or 1.0
+                zp = int(np.clip(round(qmin - lo / scale), qmin, qmax))
+            n.meta["qout"] = QParams(np.array([scale]), np.array([zp]), dtype, qmin, qmax)

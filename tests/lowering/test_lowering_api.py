@@ -220,3 +220,24 @@ def test_data_dependent_shape_raises():
     with pytest.raises(LoweringError) as e:
         lowering.lower(M(), (torch.randn(5),), profile="FP")
     assert e.value.reason
+
+
+@pytest.mark.parametrize("config", [QuantConfig(), QuantConfig.int16()], ids=["int8", "int16"])
+def test_unused_input_keeps_one_int_graph(config):
+    """An input nothing reads stays a graph input, quantized like the other activations."""
+
+    class IgnoresSecond(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 2)
+
+        def forward(self, x, unused):
+            return self.fc(x)
+
+    torch.manual_seed(0)
+    example = (torch.randn(2, 4), torch.randn(2, 3))
+    lm = lowering.lower(IgnoresSecond().eval(), example, profile="INT", quantization=config)
+    assert lm.tosa is not None and not lm.cpu_nodes
+    activation = "INT16" if config.activation_dtype == torch.int16 else "INT8"
+    assert lm.input_dtypes == [activation, activation]
+    assert max_step_error(lm, example) <= 1
