@@ -418,8 +418,6 @@ def _run(args: argparse.Namespace, progress: _Progress) -> _State:
 
     # 7. report
     with progress.step(7, STEPS[6]) as info:
-        print(format_summary(st.drift, programs=st.programs, diff=st.diff, golden=st.golden_report,
-                             gates=st.gates))
         meta = _meta(st, args, progress)
         if args.report:
             path = write_html(args.report, drift=st.drift, programs=st.programs, diff=st.diff,
@@ -428,6 +426,9 @@ def _run(args: argparse.Namespace, progress: _Progress) -> _State:
             info["note"] = f"wrote {path}"
         if args.json:
             _write_json(args.json, st, meta)
+    # the summary comes after the progress lines, so the table ends the output
+    print(format_summary(st.drift, programs=st.programs, diff=st.diff, golden=st.golden_report,
+                         gates=st.gates))
     return st
 
 
