@@ -61,7 +61,21 @@ def _cmd_run(args: argparse.Namespace) -> int:
             inputs.append(np.load(path, allow_pickle=False))
         except (OSError, ValueError) as exc:
             raise TosaError(f"cannot read input {path!r}: {exc}") from None
-    outputs = run(graph, inputs)
+    state: dict[str, np.ndarray] | None = None
+    if args.variables:
+        state = {}
+        if Path(args.variables).exists():
+            try:
+                with np.load(args.variables, allow_pickle=False) as saved:
+                    state = {name: saved[name] for name in saved.files}
+            except (OSError, ValueError) as exc:
+                raise TosaError(f"cannot read variable state {args.variables!r}: {exc}") from None
+    outputs = run(graph, inputs, variables=state)
+    if state is not None:
+        tmp = Path(f"{args.variables}.tmp.npz")
+        np.savez(tmp, **state)
+        tmp.replace(args.variables)  # all or nothing: a failed save keeps the old state
+        print(f"variables: {', '.join(sorted(state)) or '(none)'} -> {args.variables}")
     out_dir = Path(args.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     for i, (name, value) in enumerate(zip(graph.main.outputs, outputs, strict=True)):
@@ -147,6 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", "-i", action="append", default=[], metavar="FILE.npy",
                    help="an input array; repeat in graph input order")
     p.add_argument("--output-dir", "-o", default=".", metavar="DIR", help="where output_N.npy go (default: .)")
+    p.add_argument("--variables", metavar="STATE.npz",
+                   help="carry variable tensors across runs: start from STATE.npz if it exists, "
+                        "write the final values back to it")
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("info", help="describe a TOSA graph",

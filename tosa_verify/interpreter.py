@@ -46,9 +46,12 @@ class Interpreter:
     >>> Interpreter(load("model.tosa")).run([x])   # doctest: +SKIP
     """
 
-    def __init__(self, graph: Graph, hook: CaptureHook | None = None) -> None:
+    def __init__(self, graph: Graph, hook: CaptureHook | None = None,
+                 state: Mapping[str, np.ndarray] | None = None) -> None:
         self.graph = graph
         self.hook = hook
+        #: variable values carried in from an earlier run, by the spec's variable name
+        self.state: Mapping[str, np.ndarray] = state or {}
         self.variables: dict[str, np.ndarray] = {}
         self.variable_decls: dict[str, object] = {}
         self.depth = 0
@@ -71,7 +74,9 @@ class Interpreter:
             for name, decl in {**block.shapes, **block.tensors}.items():
                 if name in env:
                     continue
-                if decl.data is not None:
+                if decl.variable and (decl.variable_name or name) in self.state:
+                    env[name] = np.array(self.state[decl.variable_name or name], copy=True)
+                elif decl.data is not None:
                     env[name] = decl.data
                 elif decl.variable:
                     # A variable tensor without an initial value starts as zeros, as in
@@ -196,7 +201,8 @@ def bind_inputs(block: Block, inputs: Inputs) -> list[np.ndarray]:
     return values
 
 
-def run(source: Source, inputs: Inputs, *, capture: bool = False) -> list[np.ndarray] | RunResult:
+def run(source: Source, inputs: Inputs, *, capture: bool = False,
+        variables: dict[str, np.ndarray] | None = None) -> list[np.ndarray] | RunResult:
     """Run a TOSA graph on numpy inputs with the pure-numpy interpreter.
 
     ``inputs`` is a list in graph input order or a dict by tensor name. Returns the outputs in
@@ -204,15 +210,25 @@ def run(source: Source, inputs: Inputs, *, capture: bool = False) -> list[np.nda
     ``capture=True`` returns a :class:`RunResult` whose ``.tensors`` maps every tensor name to
     its value.
 
+    Variable tensors start from their initial value (or zeros) on every run, as in
+    ``tosa_reference_model.run``. To carry state from one run to the next, as a deployed
+    stateful graph does, pass the same ``variables`` dict each time: variables named in it
+    start from its values, and after the run it holds every variable's final value.
+
     >>> import numpy as np, tosa_verify
     >>> outs = tosa_verify.run("add.tosa", [np.ones((1, 4), np.int32)] * 2)   # doctest: +SKIP
+    >>> state = {}
+    >>> for frame in frames:                                # doctest: +SKIP
+    ...     y = tosa_verify.run("streaming.tosa", [frame], variables=state)
     """
     graph = load(source)
     block = graph.main
     values = bind_inputs(block, inputs)
-    record: dict[str, np.ndarray] | None = {} if capture else None
-    interpreter = Interpreter(graph)
+    record: dict[str, np.ndarray] | None = {} if capture or variables is not None else None
+    interpreter = Interpreter(graph, state=variables)
     outputs = interpreter.run_block(block, values, record=record)
+    if variables is not None:
+        _keep_variables(block, interpreter, record, variables)
     decls = [block.tensors.get(n) or block.shapes.get(n) for n in block.outputs]
     outputs = [to_reference_form(v, d.dtype) for v, d in zip(outputs, decls, strict=True)]
     if not capture:
@@ -222,3 +238,17 @@ def run(source: Source, inputs: Inputs, *, capture: bool = False) -> list[np.nda
         decl = block.tensors.get(name) or block.shapes.get(name)
         tensors[name] = to_reference_form(value, decl.dtype) if decl is not None else value
     return RunResult(outputs=outputs, tensors=tensors)
+
+
+def _keep_variables(block: Block, interpreter: Interpreter, env: Mapping[str, np.ndarray],
+                    variables: dict[str, np.ndarray]) -> None:
+    """Store every variable's value at the end of a run into ``variables`` (by variable name).
+
+    Variable-op graphs keep state in ``interpreter.variables``; graphs in the serializer's
+    IDENTITY form keep it in the variable tensor itself.
+    """
+    for name, decl in block.tensors.items():
+        if decl.variable and name in env:
+            variables[decl.variable_name or name] = np.array(env[name], copy=True)
+    for name, value in interpreter.variables.items():
+        variables[name] = np.array(value, copy=True)

@@ -462,3 +462,37 @@ def test_custom_operator_is_reported_as_unsupported() -> None:
         tosa_verify.run(g.to_bytes(), [np.zeros(2, np.int8)])
     message = str(info.value)
     assert "my_gelu" in message and "com.example" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("spec_ops", [True, False], ids=["variable_ops", "identity_form"])
+def test_variables_carry_state_across_runs(spec_ops: bool) -> None:
+    """run(variables=state): each run starts where the last ended, as the reference model does
+    when the carried state is written into the graph as the initial value."""
+    needs("ADD")
+    state: dict[str, np.ndarray] = {}
+    expected = INITIAL.copy()
+    for _ in range(3):
+        r, out = tosa_verify.run(variable_graph(spec_ops=spec_ops, initial=INITIAL), [X], variables=state)
+        # independent: the reference model on a graph that starts from the carried value
+        theirs = reference(variable_graph(spec_ops=False, initial=expected), [X])
+        assert_bit_exact([r, out], theirs)
+        expected = (expected + X).astype(np.float32)
+        np.testing.assert_array_equal(state["state"], expected)
+    # without the dict every run starts from the initial value again
+    assert_bit_exact(tosa_verify.run(variable_graph(spec_ops=spec_ops, initial=INITIAL), [X]),
+                     reference(variable_graph(spec_ops=False, initial=INITIAL), [X]))
+
+
+def test_cli_run_carries_variables_in_a_state_file(tmp_path) -> None:
+    from tosa_verify.cli import main
+
+    needs("ADD")
+    graph = tmp_path / "acc.tosa"
+    graph.write_bytes(variable_graph(spec_ops=False, initial=INITIAL))
+    np.save(tmp_path / "x.npy", X)
+    state = tmp_path / "state.npz"
+    for step in (1, 2):
+        assert main(["run", str(graph), "-i", str(tmp_path / "x.npy"), "-o", str(tmp_path),
+                     "--variables", str(state)]) == 0
+        with np.load(state) as saved:
+            np.testing.assert_array_equal(saved["state"], (INITIAL + X + (X if step == 2 else 0)).astype(np.float32))

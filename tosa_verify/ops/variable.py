@@ -87,7 +87,11 @@ def variable(call: OpCall) -> list[np.ndarray]:
         # Spec: uninitialised variable data is undefined; zeros keep our runs reproducible, and
         # VARIABLE_READ REQUIREs is_written anyway.
         value = np.zeros(decl.shape, dtype=dtype_info(decl.dtype).working)
-        if decl.data is not None:
+        carried = getattr(call.runtime, "state", {})
+        if name in carried:  # state carried in from an earlier run (tosa_verify.run(variables=...))
+            value = np.array(carried[name], copy=True)
+            state.is_written = True
+        elif decl.data is not None:
             # initial_value shares the declaration, so REQUIRE(var_t == in_t) and
             # REQUIRE(var_shape == shape) hold by construction.
             value = np.array(decl.data, copy=True)
