@@ -164,7 +164,11 @@ def lower(model, example_inputs, *, profile: str = "INT", quantization: QuantCon
     run_pipeline(gm, ctx, log=log)
     cpu = _unsupported(gm, profile)
     if cpu:
-        return _report_partial(gm, profile, cpu, float_model, quantized_model, log)
+        partial = _report_partial(gm, profile, cpu, float_model, quantized_model, log)
+        if not partial.partitions and all(c.reason.startswith("unsupported dtype") for c in cpu):
+            # nothing of the model has a TOSA type: a bad input, not a partial lowering
+            raise LoweringError(cpu[0].reason, node=cpu[0].node, target=cpu[0].target)
+        return partial
     em = Emitter(gm, profile)
     try:
         tosa = em.emit()

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 import torch
 import torch.fx as fx
 
+from .errors import LoweringError
+
 aten = torch.ops.aten
 
 Q_OPS = set()
@@ -140,7 +142,14 @@ class _ValueProp(fx.Interpreter):
             return t
 
     def run_node(self, n):
-        result = super().run_node(n)
+        try:
+            result = super().run_node(n)
+        except LoweringError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the model itself fails on its example inputs
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            raise LoweringError(f"the graph fails on the example inputs: {type(e).__name__}: {first}",
+                                node=n.name, target=target_name(n) if n.op == "call_function" else n.op) from e
         from torch._subclasses.fake_tensor import FakeTensor
 
         if isinstance(result, torch.Tensor):

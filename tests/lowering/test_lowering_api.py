@@ -137,15 +137,24 @@ def test_untraceable_model_raises():
     assert "data-dependent" in str(e.value) or "cannot trace" in str(e.value)
 
 
-def test_unsupported_dtype_stays_on_cpu_naming_node():
+def test_unsupported_dtype_raises_naming_node():
+    """A model with nothing of a TOSA type is bad input (float64 side computations next to
+    lowerable work stay on the CPU instead: test_float64_side_computation_stays_on_cpu...)."""
     class M(nn.Module):
         def forward(self, x):
             return x * 2
 
-    lm = lowering.lower(M(), (torch.randn(3, dtype=torch.float64),), profile="FP")
-    assert lm.tosa is None and not lm.partitions
-    assert [(c.node, c.reason) for c in lm.cpu_nodes] == [
-        ("mul", "unsupported dtype torch.float64 (TOSA 1.0 has no such type)")]
+    for profile in ("FP", "INT"):
+        with pytest.raises(LoweringError) as e:
+            lowering.lower(M(), (torch.randn(3, dtype=torch.float64),), profile=profile)
+        assert e.value.node == "mul" and "float64" in e.value.reason
+
+
+def test_model_failing_on_its_example_inputs_raises_naming_node():
+    model = nn.Linear(4, 2).eval()
+    with pytest.raises(LoweringError) as e:
+        lowering.lower(model, (torch.randn(1, 4).to(torch.complex64),), profile="FP")
+    assert e.value.node == "linear" and "fails on the example inputs" in e.value.reason
 
 
 class SideComputations(nn.Module):
