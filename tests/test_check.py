@@ -125,3 +125,43 @@ def test_mobilenet_v2_check_end_to_end(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "RESULT: PASS" in proc.stdout
     assert elapsed < 120, f"check took {elapsed:.0f} s"
+
+
+PARTLY_SUPPORTED = (
+    "import torch\n"
+    "class M(torch.nn.Module):\n"
+    "    def __init__(self):\n"
+    "        super().__init__()\n"
+    "        self.c1 = torch.nn.Conv2d(3, 8, 3, padding=1)\n"
+    "        self.c2 = torch.nn.Conv2d(8, 4, 3, padding=1)\n"
+    "    def forward(self, x):\n"
+    "        return self.c2(torch.atan2(self.c1(x), torch.ones(1)))  # atan2: no TOSA lowering\n"
+    "def build():\n"
+    "    torch.manual_seed(0)\n"
+    "    return M().eval(), (torch.randn(1, 3, 8, 8),)\n"
+)
+
+
+def test_partly_lowered_model_checks_every_partition(tmp_path, capsys):
+    src = tmp_path / "partly.py"
+    src.write_text(PARTLY_SUPPORTED)
+    json_path = tmp_path / "p.json"
+    code, out, err = run_check([f"{src}:build", "--json", str(json_path)], capsys)
+    assert code == 1 and "RESULT: FAIL (fully lowered)" in out
+    assert "atan2 (aten.atan2.default): operator not supported" in out
+    assert "skipped (drift needs one TOSA graph)" in err
+    # the Vela figure is the sum over the partitions, compiled here independently
+    import lowering
+    from ethosu.compiler import compile_tosa
+
+    model, example = load_model(f"{src}:build").module, load_model(f"{src}:build").example_inputs
+    parts = lowering.lower(model, example).partitions
+    assert len(parts) == 2
+    cycles = sum(compile_tosa(p.tosa, "ethos-u55-128").cycles for p in parts)
+    assert f"{cycles:,} cycles over 2 partitions" in out
+    assert "every operator of 2 partitions agrees" in out
+    data = json.loads(json_path.read_text())
+    assert data["passed"] is False and [c["node"] for c in data["cpu_nodes"]] == ["atan2"]
+
+    code, out, _ = run_check([f"{src}:build", "--no-vela", "--allow-cpu"], capsys)
+    assert code == 0 and "RESULT: PASS" in out

@@ -96,6 +96,9 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", action="append", default=None, metavar="TARGET",
                         help=f"Ethos-U target for Vela, repeatable (default {DEFAULT_TARGET})")
     parser.add_argument("--no-vela", action="store_true", help="skip the Vela compile step")
+    parser.add_argument("--allow-cpu", action="store_true",
+                        help="a model split around CPU nodes passes the 'fully lowered' gate (each TOSA "
+                             "partition is still validated, cross-checked and compiled)")
     parser.add_argument("--golden", metavar="DIR", help="golden store to compare against")
     parser.add_argument("--update-golden", action="store_true",
                         help="record (or replace) the golden in --golden instead of comparing")
@@ -357,11 +360,7 @@ def _run(args: argparse.Namespace, progress: _Progress) -> _State:
         ops = sum(getattr(st.lowered, "op_counts", {}).values())
         info["note"] = f"{st.model.name}, {ops} TOSA operators"
     if st.lowered.tosa is None:
-        cpu = st.lowered.cpu_nodes
-        first = f"; first: {cpu[0].node} ({cpu[0].target}): {cpu[0].reason}" if cpu else ""
-        st.gates.append(Gate("fully lowered", False, f"{len(cpu)} node(s) left on the CPU{first}"))
-        print(format_summary(gates=st.gates))
-        return st
+        return _check_partitions(st, args, progress, targets)
     st.gates.append(Gate("fully lowered", True, "one TOSA graph"))
 
     # 2. validate
@@ -479,6 +478,63 @@ def _golden(st: _State, args: argparse.Namespace, info: dict[str, str]) -> None:
     info["note"] = status
 
 
+def _check_partitions(st: _State, args: argparse.Namespace, progress: _Progress,
+                      targets: Sequence[str]) -> _State:
+    """A model split around CPU nodes: each TOSA partition is validated, cross-checked with the
+    reference model op by op on seeded random inputs and compiled; drift and goldens need one
+    graph and are skipped. The "fully lowered" gate fails unless ``--allow-cpu``."""
+    import tosa_verify
+    from tosa_verify.diff import random_inputs
+
+    parts, cpu = st.lowered.partitions, st.lowered.cpu_nodes
+    first = f"; first: {cpu[0].node} ({cpu[0].target}): {cpu[0].reason}" if cpu else ""
+    st.gates.append(Gate("fully lowered", bool(args.allow_cpu),
+                         f"{len(parts)} TOSA partition(s), {len(cpu)} node(s) left on the CPU{first}"))
+    inputs = {p.name: random_inputs(p.tosa, args.seed) for p in parts}
+    with progress.step(2, STEPS[1] + f" ({len(parts)} partitions)"), _quiet():
+        for p in parts:
+            tosa_verify.run(p.tosa, inputs[p.name])
+    with progress.step(3, STEPS[2]) as info:
+        diverging = []
+        for p in parts:
+            report = tosa_verify.diff(p.tosa, inputs[p.name])
+            if not report.ok:
+                at = report.first_divergence
+                diverging.append(f"{p.name}: " + (report.error or (f"operator {at.index} {at.op}" if at else "mismatch")))
+        st.gates.append(Gate("interpreter == reference model", not diverging,
+                             "; ".join(diverging) or f"every operator of {len(parts)} partitions agrees "
+                                                     f"(random inputs, seed {args.seed})"))
+        info["note"] = "agree" if not diverging else "DIVERGE"
+    progress.skip(4, STEPS[3], "drift needs one TOSA graph")
+    if targets:
+        from ethosu.compiler import VelaCompileError, compile_tosa
+
+        with progress.step(5, STEPS[4] + f" ({', '.join(targets)})") as info:
+            notes = []
+            for t in targets:
+                try:
+                    cycles = sum(compile_tosa(p.tosa, t, isolate=True).cycles for p in parts)
+                except VelaCompileError as exc:
+                    st.gates.append(Gate(f"Vela compiles for {t}", False, str(exc).splitlines()[0]))
+                    continue
+                st.gates.append(Gate(f"Vela compiles for {t}", True,
+                                     f"{cycles:,} cycles over {len(parts)} partitions"))
+                notes.append(f"{t}: {cycles:,} cycles")
+            info["note"] = ", ".join(notes)
+    else:
+        progress.skip(5, STEPS[4], "--no-vela")
+    progress.skip(6, STEPS[5], "goldens need one TOSA graph")
+    with progress.step(7, STEPS[6]) as info:
+        if args.json:
+            _write_json(args.json, st, _meta(st, args, progress))
+            info["note"] = f"wrote {args.json}"
+        if args.report:
+            info["note"] = "no HTML report: it needs one TOSA graph"
+    lines = ["nodes left on the CPU:"] + [f"  {c.node} ({c.target}): {c.reason}" for c in cpu]
+    print("\n".join(lines) + "\n" + format_summary(gates=st.gates))
+    return st
+
+
 def _meta(st: _State, args: argparse.Namespace, progress: _Progress) -> dict[str, Any]:
     from golden.store import tool_versions
 
@@ -502,6 +558,8 @@ def _write_json(path: str, st: _State, meta: dict[str, Any]) -> None:
         "diff_ok": st.diff.ok if st.diff is not None else None,
         "vela": {p.target: p.to_dict(layers=False) for p in st.programs},
         "golden": json.loads(st.golden_report.to_json()) if st.golden_report is not None else None,
+        "cpu_nodes": [{"node": c.node, "target": c.target, "reason": c.reason}
+                      for c in (getattr(st.lowered, "cpu_nodes", None) or [])],
     }
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
