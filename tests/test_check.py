@@ -165,3 +165,9 @@ def test_partly_lowered_model_checks_every_partition(tmp_path, capsys):
 
     code, out, _ = run_check([f"{src}:build", "--no-vela", "--allow-cpu"], capsys)
     assert code == 0 and "RESULT: PASS" in out
+
+
+def test_fp_profile_skips_vela_and_passes(capsys):
+    code, out, err = run_check(["lowering.zoo:mlp", "--profile", "FP"], capsys)
+    assert code == 0 and "RESULT: PASS" in out
+    assert "Vela compile ... skipped (Vela compiles INT-profile TOSA only)" in err

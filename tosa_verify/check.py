@@ -336,7 +336,8 @@ def _run(args: argparse.Namespace, progress: _Progress) -> _State:
         raise CheckError("--max-cycles-increase compares against a golden: give --golden DIR")
     if args.update_golden and not args.golden:
         raise CheckError("--update-golden needs --golden DIR")
-    targets = [] if args.no_vela else (args.target or [DEFAULT_TARGET])
+    # Vela compiles integer TOSA only: an FP graph skips the step instead of failing it
+    targets = [] if args.no_vela or args.profile == "FP" else (args.target or [DEFAULT_TARGET])
     if targets:
         from ethosu.compiler import EthosUConfigError, resolve_config
 
@@ -406,7 +407,7 @@ def _run(args: argparse.Namespace, progress: _Progress) -> _State:
                 st.gates.append(Gate(f"Vela compiles for {t}", True, f"{program.cycles:,} cycles"))
             info["note"] = ", ".join(f"{p.target}: {p.cycles:,} cycles" for p in st.programs)
     else:
-        progress.skip(5, STEPS[4], "--no-vela")
+        progress.skip(5, STEPS[4], _no_vela_reason(args))
 
     # 6. golden
     if args.golden:
@@ -522,7 +523,7 @@ def _check_partitions(st: _State, args: argparse.Namespace, progress: _Progress,
                 notes.append(f"{t}: {cycles:,} cycles")
             info["note"] = ", ".join(notes)
     else:
-        progress.skip(5, STEPS[4], "--no-vela")
+        progress.skip(5, STEPS[4], _no_vela_reason(args))
     progress.skip(6, STEPS[5], "goldens need one TOSA graph")
     with progress.step(7, STEPS[6]) as info:
         if args.json:
@@ -533,6 +534,10 @@ def _check_partitions(st: _State, args: argparse.Namespace, progress: _Progress,
     lines = ["nodes left on the CPU:"] + [f"  {c.node} ({c.target}): {c.reason}" for c in cpu]
     print("\n".join(lines) + "\n" + format_summary(gates=st.gates))
     return st
+
+
+def _no_vela_reason(args: argparse.Namespace) -> str:
+    return "Vela compiles INT-profile TOSA only" if args.profile == "FP" and not args.no_vela else "--no-vela"
 
 
 def _meta(st: _State, args: argparse.Namespace, progress: _Progress) -> dict[str, Any]:
