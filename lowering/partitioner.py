@@ -88,6 +88,7 @@ __all__ = [
     "TosaVerifyEthosUBackend",
     "aten_target",
     "delegate_payloads",
+    "target_executorch_ethosu_runtime",
     "to_aten_module",
 ]
 
@@ -838,6 +839,40 @@ def _preserved_ops_for(lowered: frozenset, decomposed: frozenset) -> frozenset:
 
 
 # --------------------------------------------------------------------------- payloads
+#: The backend id ExecuTorch's Ethos-U device runtime registers (backends/arm/runtime).
+EXECUTORCH_ETHOSU_RUNTIME_ID = "EthosUBackend"
+
+
+def target_executorch_ethosu_runtime(edge) -> int:
+    """Let ExecuTorch's Ethos-U device runtime run our Ethos-U delegates; returns how many.
+
+    Our Ethos-U delegates are compiled by :class:`TosaVerifyEthosUBackend` and carry its id,
+    which no device runtime registers. Their payload is the Vela bin stream that ExecuTorch's
+    own Ethos-U runtime reads (``ethosu.payload``, byte-compatible with ExecuTorch's
+    ``vela_compile`` output), so after lowering this renames their backend id to
+    ``EthosUBackend`` for ``.to_executorch()``. Call it on the ``EdgeProgramManager`` returned
+    by ``to_edge_transform_and_lower``. Not run on a device here: there is no Ethos-U runtime
+    on this machine.
+
+    Example:
+        >>> edge = to_edge_transform_and_lower(ep, partitioner=[TosaPartitioner(   # doctest: +SKIP
+        ...     "INT", ethosu_target="ethos-u55-128")])
+        >>> target_executorch_ethosu_runtime(edge)                                 # doctest: +SKIP
+        1
+        >>> open("model.pte", "wb").write(edge.to_executorch().buffer)             # doctest: +SKIP
+    """
+    from executorch.exir.lowered_backend_module import LoweredBackendModule
+
+    renamed = 0
+    for method in edge.methods:
+        gm = edge.exported_program(method).graph_module
+        for module in gm.modules():
+            if isinstance(module, LoweredBackendModule) and module.backend_id == ETHOSU_BACKEND_ID:
+                module._backend_id = EXECUTORCH_ETHOSU_RUNTIME_ID  # no public setter
+                renamed += 1
+    return renamed
+
+
 def delegate_payloads(program) -> list[tuple[str, bytes]]:
     """``(backend id, payload)`` of every delegate, in execution order.
 

@@ -150,3 +150,24 @@ def test_operator_refused_by_vela_stays_on_cpu(model, target, delegates):
         assert cpu.target == refused_op and cpu.reason.startswith("Vela:") and reason_word in cpu.reason
     else:
         assert part.cpu_nodes == []
+
+
+def test_delegates_can_carry_executorch_ethosu_runtime_id(peer_module):
+    """Renamed to the id ExecuTorch's Ethos-U runtime registers; the payload is untouched."""
+    from executorch.exir import to_edge_transform_and_lower
+
+    from lowering.partitioner import (
+        ETHOSU_BACKEND_ID,
+        TosaPartitioner,
+        delegate_payloads,
+        target_executorch_ethosu_runtime,
+    )
+
+    model, example = peer_module.make_model("tiny_cnn")
+    edge = to_edge_transform_and_lower(_quantized_export(model, example),
+                                       partitioner=[TosaPartitioner("INT", ethosu_target="ethos-u55-128")])
+    (backend, payload), = delegate_payloads(edge)
+    assert backend == ETHOSU_BACKEND_ID
+    assert target_executorch_ethosu_runtime(edge) == 1
+    assert delegate_payloads(edge.to_executorch().buffer) == [("EthosUBackend", payload)]
+    assert list(read_vela_bin_stream(payload)) == list(BLOCK_ORDER)
