@@ -47,55 +47,46 @@ def _int_inputs(em, node, args, names, scales):
     return outs
 
 
-@register(aten.add.Tensor, aten.sub.Tensor)
-def add_sub(em, node):
+def _binary(em, node, op: str, int_scales) -> None:
+    """Emit ``op`` on the two operands of ``node``. Quantized: both to INT32, each multiplied
+    by its scale, ``op`` in INT32, one RESCALE to the output; ``int_scales(qa, qb, qo)``
+    returns ``([scale_a, scale_b], output_scale)``. Float: ``op`` directly."""
     a, b = node.args[0], node.args[1]
-    op = "ADD" if node.target == aten.add.Tensor else "SUB"
-    (na, nb), layout, rank = _operands(em, node, [a, b])
+    (na, nb), layout, _ = _operands(em, node, [a, b])
     if _quantized(em, node):
         qa, qb, qo = em.qin(node, a), em.qin(node, b), em.qout(node)
-        shift = 20 if qo.dtype == torch.int8 and qa.dtype == torch.int8 else 14
-        twice_max = 2.0 * max(qa.s, qb.s)
-        ia, ib = _int_inputs(em, node, [a, b], [na, nb],
-                             [qa.s / twice_max * (1 << shift), qb.s / twice_max * (1 << shift)])
+        in_scales, out_scale = int_scales(qa, qb, qo)
+        ia, ib = _int_inputs(em, node, [a, b], [na, nb], in_scales)
         acc = fp_binary(em, op, ia, ib, "acc")
         out = em.out(node, layout)
-        rescale(em, acc, INT_OF[qo.dtype], twice_max / ((1 << shift) * qo.s), 0, qo.zp, "rs",
-                out_name=out)
+        rescale(em, acc, INT_OF[qo.dtype], out_scale, 0, qo.zp, "rs", out_name=out)
     else:
         out = fp_binary(em, op, na, nb, "", out=em.out(node, layout))
     em.bind(node, out, layout)
+
+
+def _add_sub_scales(qa, qb, qo):
+    # both operands on a common scale (twice the larger input scale) with 20 (int8) or 14
+    # (int16) fractional bits, so the INT32 sum is exact before the one output rounding
+    shift = 20 if qo.dtype == torch.int8 and qa.dtype == torch.int8 else 14
+    twice_max = 2.0 * max(qa.s, qb.s)
+    return [qa.s / twice_max * (1 << shift), qb.s / twice_max * (1 << shift)], twice_max / ((1 << shift) * qo.s)
+
+
+@register(aten.add.Tensor, aten.sub.Tensor)
+def add_sub(em, node):
+    _binary(em, node, "ADD" if node.target == aten.add.Tensor else "SUB", _add_sub_scales)
 
 
 @register(aten.mul.Tensor)
 def mul(em, node):
-    a, b = node.args[0], node.args[1]
-    (na, nb), layout, rank = _operands(em, node, [a, b])
-    if _quantized(em, node):
-        qa, qb, qo = em.qin(node, a), em.qin(node, b), em.qout(node)
-        ia, ib = _int_inputs(em, node, [a, b], [na, nb], [1.0, 1.0])
-        acc = fp_binary(em, "MUL", ia, ib, "acc")
-        out = em.out(node, layout)
-        rescale(em, acc, INT_OF[qo.dtype], qa.s * qb.s / qo.s, 0, qo.zp, "rs", out_name=out)
-    else:
-        out = fp_binary(em, "MUL", na, nb, "", out=em.out(node, layout))
-    em.bind(node, out, layout)
+    _binary(em, node, "MUL", lambda qa, qb, qo: ([1.0, 1.0], qa.s * qb.s / qo.s))
 
 
 @register(aten.maximum.default, aten.minimum.default)
 def max_min(em, node):
-    a, b = node.args[0], node.args[1]
     op = "MAXIMUM" if node.target == aten.maximum.default else "MINIMUM"
-    (na, nb), layout, rank = _operands(em, node, [a, b])
-    if _quantized(em, node):
-        qa, qb, qo = em.qin(node, a), em.qin(node, b), em.qout(node)
-        ia, ib = _int_inputs(em, node, [a, b], [na, nb], [qa.s / qo.s, qb.s / qo.s])
-        acc = fp_binary(em, op, ia, ib, "acc")
-        out = em.out(node, layout)
-        rescale(em, acc, INT_OF[qo.dtype], 1.0, 0, qo.zp, "rs", out_name=out)
-    else:
-        out = fp_binary(em, op, na, nb, "", out=em.out(node, layout))
-    em.bind(node, out, layout)
+    _binary(em, node, op, lambda qa, qb, qo: ([qa.s / qo.s, qb.s / qo.s], 1.0))
 
 
 _CMP = {
