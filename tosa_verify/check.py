@@ -393,21 +393,7 @@ def _run(args: argparse.Namespace, progress: _Progress) -> _State:
     _drift_gates(st, args)
 
     # 5. Vela
-    if targets:
-        from ethosu.compiler import VelaCompileError, compile_tosa
-
-        with progress.step(5, STEPS[4] + f" ({', '.join(targets)})") as info:
-            for t in targets:
-                try:
-                    program = compile_tosa(st.lowered.tosa, t, isolate=True)  # a Vela crash must not end check
-                except VelaCompileError as exc:
-                    st.gates.append(Gate(f"Vela compiles for {t}", False, str(exc).splitlines()[0]))
-                    continue
-                st.programs.append(program)
-                st.gates.append(Gate(f"Vela compiles for {t}", True, f"{program.cycles:,} cycles"))
-            info["note"] = ", ".join(f"{p.target}: {p.cycles:,} cycles" for p in st.programs)
-    else:
-        progress.skip(5, STEPS[4], _no_vela_reason(args))
+    _vela_step(st, progress, args, targets, [st.lowered.tosa], partitions=False)
 
     # 6. golden
     if args.golden:
@@ -507,23 +493,7 @@ def _check_partitions(st: _State, args: argparse.Namespace, progress: _Progress,
                                                      f"(random inputs, seed {args.seed})"))
         info["note"] = "agree" if not diverging else "DIVERGE"
     progress.skip(4, STEPS[3], "drift needs one TOSA graph")
-    if targets:
-        from ethosu.compiler import VelaCompileError, compile_tosa
-
-        with progress.step(5, STEPS[4] + f" ({', '.join(targets)})") as info:
-            notes = []
-            for t in targets:
-                try:
-                    cycles = sum(compile_tosa(p.tosa, t, isolate=True).cycles for p in parts)
-                except VelaCompileError as exc:
-                    st.gates.append(Gate(f"Vela compiles for {t}", False, str(exc).splitlines()[0]))
-                    continue
-                st.gates.append(Gate(f"Vela compiles for {t}", True,
-                                     f"{cycles:,} cycles over {len(parts)} partitions"))
-                notes.append(f"{t}: {cycles:,} cycles")
-            info["note"] = ", ".join(notes)
-    else:
-        progress.skip(5, STEPS[4], _no_vela_reason(args))
+    _vela_step(st, progress, args, targets, [p.tosa for p in parts], partitions=True)
     progress.skip(6, STEPS[5], "goldens need one TOSA graph")
     with progress.step(7, STEPS[6]) as info:
         if args.json:
@@ -534,6 +504,35 @@ def _check_partitions(st: _State, args: argparse.Namespace, progress: _Progress,
     lines = ["nodes left on the CPU:"] + [f"  {c.node} ({c.target}): {c.reason}" for c in cpu]
     print("\n".join(lines) + "\n" + format_summary(gates=st.gates))
     return st
+
+
+def _vela_step(st: _State, progress: _Progress, args: argparse.Namespace, targets: Sequence[str],
+               graphs: Sequence[bytes], *, partitions: bool) -> None:
+    """Step 5: compile every graph for every target, one gate per target with the cycles summed.
+
+    Vela runs in a child process: a Vela crash must not end check. The programs of a model
+    lowered whole are kept for the report (per-layer cycles); of partitions only the sum is.
+    """
+    if not targets:
+        progress.skip(5, STEPS[4], _no_vela_reason(args))
+        return
+    from ethosu.compiler import VelaCompileError, compile_tosa
+
+    with progress.step(5, STEPS[4] + f" ({', '.join(targets)})") as info:
+        notes = []
+        for t in targets:
+            try:
+                programs = [compile_tosa(g, t, isolate=True) for g in graphs]
+            except VelaCompileError as exc:
+                st.gates.append(Gate(f"Vela compiles for {t}", False, str(exc).splitlines()[0]))
+                continue
+            cycles = sum(p.cycles for p in programs)
+            over = f" over {len(graphs)} partitions" if partitions else ""
+            st.gates.append(Gate(f"Vela compiles for {t}", True, f"{cycles:,} cycles{over}"))
+            notes.append(f"{t}: {cycles:,} cycles")
+            if not partitions:
+                st.programs.extend(programs)
+        info["note"] = ", ".join(notes)
 
 
 def _no_vela_reason(args: argparse.Namespace) -> str:
