@@ -11,7 +11,15 @@ import torch.fx as fx
 
 from .emitter import Emitter
 from .errors import LoweringError
-from .graph_utils import DQ_OPS, Q_OPS, propagate_values, target_name, untyped_dtype, val
+from .graph_utils import (
+    DQ_OPS,
+    Q_OPS,
+    has_dynamic_shape,
+    propagate_values,
+    target_name,
+    untyped_dtype,
+    val,
+)
 from .lowered import CpuNode, LoweredModel, Partition
 from .passes.base import PassContext
 from .pipeline import run_pipeline
@@ -51,8 +59,7 @@ def _dtype_problem(node: fx.Node) -> str | None:
 
 def _check_shapes(gm: fx.GraphModule) -> None:
     for n in gm.graph.nodes:
-        v = val(n)
-        if n.op == "call_function" and v is not None and any(not isinstance(s, int) for s in v.shape):
+        if n.op == "call_function" and has_dynamic_shape(val(n)):
             raise LoweringError("data-dependent / dynamic shape", node=n.name,
                                 target=target_name(n))
 

@@ -218,6 +218,16 @@ def untyped_dtype(node: fx.Node) -> torch.dtype | None:
     return None
 
 
+def has_dynamic_shape(value) -> bool:
+    """True when a tensor's shape has symbolic (data-dependent) sizes, which TOSA 1.0 cannot hold.
+
+    Example:
+        >>> has_dynamic_shape(torch.zeros(2, 3))
+        False
+    """
+    return isinstance(value, torch.Tensor) and any(not isinstance(s, int) for s in value.shape)
+
+
 def val(node) -> torch.Tensor | None:
     """``meta['val']`` of a node if it is a tensor."""
     if isinstance(node, fx.Node):

@@ -72,7 +72,7 @@ from .api import (
 )
 from .emitter import Emitter, module_path
 from .errors import LoweringError
-from .graph_utils import get_constant
+from .graph_utils import get_constant, has_dynamic_shape
 from .lowered import CpuNode
 from .ops import REGISTRY
 from .passes.decompose import DECOMPOSITIONS
@@ -674,8 +674,7 @@ class TosaPartitioner(Partitioner):
         names = {n.name for n in calls}
         for n in calls:
             v = n.meta.get("val")
-            if isinstance(v, torch.Tensor) and (v.dtype not in SUPPORTED_DTYPES or any(
-                    not isinstance(s, int) for s in v.shape)):
+            if isinstance(v, torch.Tensor) and (v.dtype not in SUPPORTED_DTYPES or has_dynamic_shape(v)):
                 cpu.setdefault(n.name, f"{str(v.dtype).replace('torch.', '')} tensor or dynamic "
                                        "shape (not in TOSA 1.0)")
         try:
