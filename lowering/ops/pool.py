@@ -40,38 +40,48 @@ def avg_pool(em, node, x_node, x, in_shape, kernel, stride, pads):
     return out
 
 
-@register(aten.max_pool2d.default)
-def max_pool2d(em, node):
-    a = list(node.args) + [None] * 6
-    x_node = a[0]
+def _window_args(node, count: int):
+    """The call's ``count`` positional args (missing ones None), and its kernel, stride and
+    padding as [h, w] (stride defaults to the kernel, padding to 0)."""
+    a = list(node.args) + [None] * (count - len(node.args))
     kernel = _pair(a[1])
     stride = _pair(a[2]) if a[2] else kernel
     padding = _pair(a[3] if a[3] is not None else 0)
+    return a, kernel, stride, padding
+
+
+def _fit_windows(em, node, x, in_shape, kernel, stride, pads, ceil_mode: bool, what: str):
+    """Pads that make the windows tile the input exactly (TOSA's output-size rule), cropping
+    the rows/columns PyTorch's floor mode leaves out; returns (x, its shape, [t, b, l, r])."""
+    t, b, rh = exact_pads(in_shape[1], kernel[0], stride[0], 1, pads[0], pads[1])
+    l_, r, rw = exact_pads(in_shape[2], kernel[1], stride[1], 1, pads[2], pads[3])
+    if ceil_mode and (rh or rw):
+        raise LoweringError(f"ceil_mode {what} with uneven windows not supported", node=node.name)
+    if rh or rw:
+        x = _crop(em, x, in_shape, rh, rw)
+        in_shape = em.writer.shapes[x]
+    return x, in_shape, [t, b, l_, r]
+
+
+@register(aten.max_pool2d.default)
+def max_pool2d(em, node):
+    a, kernel, stride, padding = _window_args(node, 6)
+    x_node = a[0]
     dilation = _pair(a[4] if a[4] is not None else 1)
-    ceil_mode = bool(a[5])
     if dilation != [1, 1]:
         raise LoweringError("dilated max_pool2d not supported", node=node.name)
     in_shape = em.shape(x_node, NHWC)
-    x = em.tensor(x_node, NHWC)
-    t, b, rh = exact_pads(in_shape[1], kernel[0], stride[0], 1, padding[0], padding[0])
-    l_, r, rw = exact_pads(in_shape[2], kernel[1], stride[1], 1, padding[1], padding[1])
-    if ceil_mode and (rh or rw):
-        raise LoweringError("ceil_mode max_pool2d with uneven windows not supported", node=node.name)
-    if rh or rw:
-        x = _crop(em, x, in_shape, rh, rw)
+    x, _, pads = _fit_windows(em, node, em.tensor(x_node, NHWC), in_shape, kernel, stride,
+                              [padding[0], padding[0], padding[1], padding[1]], bool(a[5]), "max_pool2d")
     out = em.out(node, NHWC)
-    em.writer.op("MAX_POOL2D", [x], out, kernel=kernel, stride=stride, pad=[t, b, l_, r],
-                 nan_mode="PROPAGATE")
+    em.writer.op("MAX_POOL2D", [x], out, kernel=kernel, stride=stride, pad=pads, nan_mode="PROPAGATE")
     em.bind(node, out, NHWC)
 
 
 @register(aten.avg_pool2d.default)
 def avg_pool2d(em, node):
-    a = list(node.args) + [None] * 7
+    a, kernel, stride, padding = _window_args(node, 7)
     x_node = a[0]
-    kernel = _pair(a[1])
-    stride = _pair(a[2]) if a[2] else kernel
-    padding = _pair(a[3] if a[3] is not None else 0)
     ceil_mode = bool(a[4])
     count_include_pad = True if a[5] is None else bool(a[5])
     if a[6] is not None:
@@ -87,14 +97,8 @@ def avg_pool2d(em, node):
         em.writer.op("PAD", [x, em.const_shape("pads", [0, 0, padding[0], padding[0], padding[1],
                                                         padding[1], 0, 0]), pc], xp)
         x, in_shape, pads = xp, padded, [0, 0, 0, 0]
-    t, b, rh = exact_pads(in_shape[1], kernel[0], stride[0], 1, pads[0], pads[1])
-    l_, r, rw = exact_pads(in_shape[2], kernel[1], stride[1], 1, pads[2], pads[3])
-    if ceil_mode and (rh or rw):
-        raise LoweringError("ceil_mode avg_pool2d with uneven windows not supported", node=node.name)
-    if rh or rw:
-        x = _crop(em, x, in_shape, rh, rw)
-        in_shape = em.writer.shapes[x]
-    out = avg_pool(em, node, x_node, x, in_shape, kernel, stride, [t, b, l_, r])
+    x, in_shape, pads = _fit_windows(em, node, x, in_shape, kernel, stride, pads, ceil_mode, "avg_pool2d")
+    out = avg_pool(em, node, x_node, x, in_shape, kernel, stride, pads)
     em.bind(node, out, NHWC)
 
 
