@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 import torch.nn as nn
-from conftest import check_int, max_step_error
+from lowering_checks import check_int, max_step_error
 
 import lowering
 from lowering import LoweringError, QuantConfig, TosaQuantizer

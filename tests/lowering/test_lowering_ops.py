@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from conftest import check_fp, check_int
+from lowering_checks import check_fp, check_int
 
 import lowering
 from lowering import QuantConfig

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import max_step_error
+from lowering_checks import max_step_error
 
 import lowering
 from lowering import zoo
