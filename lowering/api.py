@@ -22,6 +22,7 @@ from .graph_utils import (
 )
 from .lowered import CpuNode, LoweredModel, Partition
 from .passes.base import PassContext
+from .passes.functionalize import functionalize
 from .pipeline import run_pipeline
 from .quantizer import QuantConfig, TosaQuantizer
 from .serialize import TORCH_TO_TOSA
@@ -102,11 +103,13 @@ def export_module(model, example_inputs) -> fx.GraphModule:
     """
     try:
         ep = torch.export.export(model, tuple(example_inputs))
-        return ep.module(check_guards=False)
+        gm = ep.module(check_guards=False)
     except LoweringError:
         raise
     except Exception as e:  # noqa: BLE001
         raise _export_error(e) from e
+    functionalize(gm)  # relu_, add_, copy_ ... -> relu, add, copy with readers rewired
+    return gm
 
 
 def lower(model, example_inputs, *, profile: str = "INT", quantization: QuantConfig | None = None,
@@ -135,6 +138,7 @@ def lower(model, example_inputs, *, profile: str = "INT", quantization: QuantCon
     already_q = _is_quantized_graph(model)
     if already_q:
         gm = copy.deepcopy(model)
+        functionalize(gm)  # e.g. a QAT BN's batch counter add_, a _guards_fn call
         float_model = None
     else:
         gm = export_module(model, example_inputs)
@@ -179,8 +183,12 @@ def lower(model, example_inputs, *, profile: str = "INT", quantization: QuantCon
     em = Emitter(gm, profile)
     try:
         tosa = em.emit()
-    except LoweringError:  # a visitor refused a node: it moves to the CPU, the rest is lowered
-        return _report_partial(gm, profile, [], float_model, quantized_model, log)
+    except LoweringError as e:  # a visitor refused a node: it moves to the CPU, the rest is lowered
+        partial = _report_partial(gm, profile, [], float_model, quantized_model, log)
+        if not partial.cpu_nodes:  # every part emits alone: the whole graph must not fail silently
+            raise LoweringError(f"the whole graph failed to emit: {e.reason}", node=e.node,
+                                target=e.target) from e
+        return partial
     w = em.writer
     outs = gm.graph.output_node().args[0]
     outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]

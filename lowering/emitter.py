@@ -51,6 +51,22 @@ def source_line(node: fx.Node) -> str:
     return lines[-1] if lines else ""
 
 
+def not_a_tensor_input(node: fx.Node) -> bool:
+    """Whether placeholder ``node`` is a python number, string or None forward argument
+    (``dim``, ``alpha``, ``rounding_mode``...), which ``torch.export`` specialises into the
+    graph as a constant.
+
+    Example:
+        >>> g = fx.Graph(); d = g.placeholder("dim"); d.meta["val"] = 1
+        >>> not_a_tensor_input(d)
+        True
+    """
+    if node.op != "placeholder":
+        return False
+    v = node.meta.get("tv_val", node.meta.get("val"))
+    return v is None or isinstance(v, (int, float, bool, str, torch.SymInt, torch.SymFloat))
+
+
 class Emitter:
     """State for emitting one FX graph as one TOSA graph.
 
@@ -303,6 +319,12 @@ class Emitter:
         for node in self.gm.graph.nodes:
             self.current = node
             if node.op == "placeholder":
+                if not_a_tensor_input(node):
+                    if node.users:
+                        raise LoweringError("a non-tensor forward input is read by the graph "
+                                            "(torch.export should have made it a constant)",
+                                            node=node.name)
+                    continue  # a python number export specialised: not a TOSA input
                 dtype = self.dtype(node)
                 name = self.writer.input(self.input_names.get(node.name, node.name),
                                          self.shape(node), dtype)

@@ -12,6 +12,21 @@ import torch.fx as fx
 
 from .qparams import QParams
 
+#: TOSA dtype of an unquantized graph input -> the numpy dtype the graph reads
+_NUMPY_OF = {"INT8": np.int8, "INT16": np.int16, "INT32": np.int32, "BOOL": np.bool_,
+             "FP16": np.float16, "FP32": np.float32}
+
+
+def tensor_inputs(inputs) -> list:
+    """The tensors (and numpy arrays) among forward arguments, in ``torch.export``'s order.
+
+    Example:
+        >>> [tuple(t.shape) for t in tensor_inputs((torch.ones(2), 1, [torch.ones(3), 0.5]))]
+        [(2,), (3,)]
+    """
+    leaves, _ = torch.utils._pytree.tree_flatten(list(inputs))
+    return [x for x in leaves if isinstance(x, (torch.Tensor, np.ndarray))]
+
 
 @dataclass
 class Partition:
@@ -73,9 +88,14 @@ class LoweredModel:
 
     # ------------------------------------------------------------------ run
     def quantize_inputs(self, *inputs) -> list[np.ndarray]:
-        """Torch inputs -> numpy arrays as the TOSA graph expects (quantized in INT)."""
+        """Torch inputs -> numpy arrays as the TOSA graph expects (quantized in INT).
+
+        ``inputs`` are the model's forward arguments: nested lists/tuples/dicts are flattened
+        as ``torch.export`` flattens them, and python numbers (``dim``, ``alpha``...) are left
+        out: export made them constants of the graph.
+        """
         arrs = []
-        for i, x in enumerate(inputs):
+        for i, x in enumerate(tensor_inputs(inputs)):
             x = x.detach().cpu() if isinstance(x, torch.Tensor) else torch.as_tensor(x)
             qp = self.input_qparams[i] if i < len(self.input_qparams) else None
             dt = self.input_dtypes[i] if i < len(self.input_dtypes) else "FP32"
@@ -83,12 +103,8 @@ class LoweredModel:
                 q = torch.ops.quantized_decomposed.quantize_per_tensor(
                     x.float(), qp.s, qp.zp, qp.qmin, qp.qmax, qp.dtype)
                 arrs.append(q.numpy())
-            elif dt == "INT32":
-                arrs.append(x.numpy().astype(np.int32))
-            elif dt == "BOOL":
-                arrs.append(x.numpy().astype(np.bool_))
             else:
-                arrs.append(x.numpy().astype(np.float32))
+                arrs.append(x.numpy().astype(_NUMPY_OF.get(dt, np.float32)))
         return arrs
 
     def run_raw(self, arrays: list[np.ndarray]) -> list[np.ndarray]:

@@ -11,6 +11,7 @@ from .passes import (
     DecomposeForTosa,
     FoldBatchNorm,
     FoldQDQ,
+    FunctionalizeInPlace,
     InsertInt32CastsAfterInt64Placeholders,
     QuantizeUnusedInputs,
     RemoveNoOps,
@@ -24,7 +25,7 @@ def build_pipeline(profile: str) -> list[GraphPass]:
 
     Example:
         >>> [p.name for p in build_pipeline("INT")]  # doctest: +NORMALIZE_WHITESPACE
-        ['RemoveNoOps', 'ConvertInt64ConstOpsToInt32', 'ConvertInt64OutputOpsToInt32',
+        ['FunctionalizeInPlace', 'RemoveNoOps', 'ConvertInt64ConstOpsToInt32', 'ConvertInt64OutputOpsToInt32',
          'InsertInt32CastsAfterInt64Placeholders', 'FoldQDQ', 'QuantizeUnusedInputs',
          'AssignNHWCLayout']
     """
@@ -32,8 +33,8 @@ def build_pipeline(profile: str) -> list[GraphPass]:
              InsertInt32CastsAfterInt64Placeholders()]
     if profile == "INT":
         # decompositions already ran in TosaQuantizer.transform_for_annotation
-        return [RemoveNoOps(), *int64, FoldQDQ(), QuantizeUnusedInputs(), AssignNHWCLayout()]
-    return [RemoveNoOps(), FoldBatchNorm(), DecomposeForTosa(), ScalarsToTensors(), RemoveNoOps(),
+        return [FunctionalizeInPlace(), RemoveNoOps(), *int64, FoldQDQ(), QuantizeUnusedInputs(), AssignNHWCLayout()]
+    return [FunctionalizeInPlace(), RemoveNoOps(), FoldBatchNorm(), DecomposeForTosa(), ScalarsToTensors(), RemoveNoOps(),
             *int64, AssignNHWCLayout()]
 
 
@@ -42,7 +43,7 @@ def run_pipeline(gm: fx.GraphModule, ctx: PassContext, passes: list[GraphPass] |
     """Run ``passes`` (default: :func:`build_pipeline`) over ``gm`` in place."""
     from .graph_utils import propagate_values
 
-    structural = {"FoldBatchNorm", "DecomposeForTosa", "ScalarsToTensors", "RemoveNoOps"}
+    structural = {"FunctionalizeInPlace", "FoldBatchNorm", "DecomposeForTosa", "ScalarsToTensors", "RemoveNoOps"}
     stale = False
     for p in passes if passes is not None else build_pipeline(ctx.profile):
         if stale and p.name not in structural and ctx.example_inputs:

@@ -86,7 +86,8 @@ def fake_quant_float64(quantized_model: fx.GraphModule, *inputs):
         True
     """
     with torch.no_grad():
-        out = _F64(quantized_model).run(*[x.double() if x.is_floating_point() else x for x in inputs])
+        out = _F64(quantized_model).run(*[x.double() if isinstance(x, torch.Tensor) and x.is_floating_point()
+                                          else x for x in inputs])
     if isinstance(out, (list, tuple)):
         return type(out)(o.float() if isinstance(o, torch.Tensor) and o.is_floating_point() else o
                          for o in out)

@@ -6,6 +6,7 @@ Every pass is a callable ``pass(gm, ctx) -> None`` mutating the FX graph module 
 from .decompose import DecomposeForTosa, ScalarsToTensors
 from .fold_batch_norm import FoldBatchNorm
 from .fold_qdq import FoldQDQ, QuantizeUnusedInputs
+from .functionalize import FunctionalizeInPlace
 from .int64 import (
     ConvertInt64ConstOpsToInt32,
     ConvertInt64OutputOpsToInt32,
@@ -19,6 +20,7 @@ __all__ = [
     "ScalarsToTensors",
     "FoldBatchNorm",
     "FoldQDQ",
+    "FunctionalizeInPlace",
     "QuantizeUnusedInputs",
     "ConvertInt64ConstOpsToInt32",
     "ConvertInt64OutputOpsToInt32",

@@ -44,7 +44,8 @@ def metadata_assert(gm, n, b):
 
 class RemoveNoOps(GraphPass):
     """Drop clone/contiguous/dropout/alias, same-dtype casts and metadata asserts; make
-    ``X_copy`` view variants (``permute_copy``...) the op ``X`` they compute.
+    ``X_copy`` view variants (``permute_copy``...) the op ``X`` they compute and ``view`` a
+    ``reshape``.
 
     Example:
         >>> class M(torch.nn.Module):
@@ -61,4 +62,8 @@ class RemoveNoOps(GraphPass):
             base = copy_variant_base(n.target) if n.op == "call_function" else None
             if base is not None:
                 n.target = base
+            if n.op == "call_function" and n.target == aten.view.default:
+                # without ``contiguous`` (dropped below) a view may read a transposed tensor
+                # (ShuffleNet's channel shuffle): reshape computes the same values on any strides
+                n.target = aten.reshape.default
         apply_rewrites(gm, rewrites_for(PASS, ctx.profile), ctx.profile)

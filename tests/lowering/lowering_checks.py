@@ -46,7 +46,9 @@ def check_int(model, inputs, calibration=None, quantization=None, max_steps=1.0)
     if calibration is None:
         gen = torch.Generator().manual_seed(1)
         calibration = [tuple(torch.randn(x.shape, generator=gen) * x.float().std().clamp(min=1e-3)
-                             + x.float().mean() if x.is_floating_point() else x for x in inputs)
+                             + x.float().mean()
+                             if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                             for x in inputs)
                        for _ in range(4)] + [tuple(inputs)]
     lm = lowering.lower(model, inputs, profile="INT", quantization=quantization,
                         calibration=calibration)

@@ -55,7 +55,7 @@ def is_float(node) -> bool:
 def const_like(gm, b, value, ref: fx.Node | None, hint="scalar") -> fx.Node:
     """A one-element constant holding ``value`` in the dtype it combines with ``ref`` in.
 
-    Integer values next to integer tensors stay integer, ``True``/``False`` next to bool
+    Integer values next to integer tensors keep the tensor's integer type, ``True``/``False`` next to bool
     tensors stay bool; everything else is float32.
 
     Example:
@@ -70,8 +70,9 @@ def const_like(gm, b, value, ref: fx.Node | None, hint="scalar") -> fx.Node:
     v = val(ref) if ref is not None else None
     if v is not None and v.dtype == torch.bool and isinstance(value, bool):
         dtype = torch.bool
-    elif v is not None and v.dtype in (torch.int32, torch.int64) and float(value).is_integer():
-        dtype = v.dtype
+    elif v is not None and not v.is_floating_point() and v.dtype != torch.bool and \
+            float(value).is_integer():
+        dtype = v.dtype  # an integer number next to int8/int16/int32 keeps that type, as in torch
     return b.const(gm, torch.tensor([value], dtype=dtype), hint)
 
 

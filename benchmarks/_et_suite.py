@@ -1,0 +1,308 @@
+"""ExecuTorch's own Arm op tests as data: the modules and inputs its TOSA pipelines are tested on.
+
+ExecuTorch 1.5.1 ships its Arm backend's test suite inside the wheel
+(``executorch/backends/arm/test/ops/test_*.py``, ``.../models/``). Each test function builds a
+``TosaPipelineINT`` or ``TosaPipelineFP`` from a module and a tuple of inputs and runs it. This
+module imports those test modules, swaps the two pipeline classes for recorders, calls every
+parametrized case and keeps what the pipeline was given: the module, the inputs, and the
+tolerances ExecuTorch judges the case with. Nothing of ExecuTorch's lowering runs here.
+
+Judged as ExecuTorch's own pipelines judge a case (:func:`judge_ours`): fully lowered, and the
+TOSA output run by the reference model within ``qtol`` quantization steps of the fake-quant model
+(INT) or within ``atol + rtol * |expected|`` of the float model (FP).
+
+Used by ``tests/lowering/test_et_suite.py`` and ``benchmarks/bench_et_suite.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import itertools
+import pkgutil
+import re
+import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+#: Variants of the TOSA tests that are not the plain INT/FP flow (ExecuTorch's int16, 4-bit
+#: weight, fp8/bf16 extensions, cases expected NOT to delegate, custom shaders).
+EXCLUDED_VARIANT = re.compile(
+    r"a16w8|16a8w|int16|a8w4|fp8|bf16|fp16|not_delegated|does_not_delegate|custom|mixed_precision"
+)
+#: Extensions a case may enable and still be a plain INT/FP case when its inputs are float32
+#: (ExecuTorch's FP convolution tests enable bf16 for every case).
+PLAIN_EXTENSIONS = {"bf16", "cf"}
+TEST_NAME = re.compile(r"^test_\w*_tosa_(INT|FP)(_\w+)?$")
+
+
+@dataclass
+class EtCase:
+    """One parametrized case of one of ExecuTorch's TOSA INT/FP tests."""
+
+    id: str  #: ``file.py::test_name[case]``, as pytest names it
+    profile: str  #: "INT" or "FP"
+    module: torch.nn.Module
+    inputs: tuple
+    atol: float = 1e-3
+    rtol: float = 1e-3
+    qtol: int = 1
+    et_xfail: str | None = None  #: ExecuTorch marks the case as an expected failure
+    skip: str | None = None  #: why the case is outside the INT/FP comparison (int16, fp16...)
+    kwargs: dict = field(default_factory=dict)
+
+
+class _NoOp:
+    """Anything a test does with its pipeline after building it (stages, checks, run)."""
+
+    def __getattr__(self, name):
+        return self
+
+    def __call__(self, *args, **kwargs):
+        return self
+
+
+class _Recorder:
+    """Stands in for ``TosaPipelineINT``/``TosaPipelineFP`` and records what it is given."""
+
+    profile = ""
+    calls: list = []
+
+    def __class_getitem__(cls, item):
+        return cls
+
+    def __init__(self, module, test_data, *args, **kwargs):
+        type(self).calls.append((self.profile, module, test_data, kwargs))
+        self.tester = _NoOp()
+
+    def __getattr__(self, name):
+        return _NoOp()
+
+
+def _recorder(profile: str, calls: list) -> type:
+    return type(f"Recorded{profile}", (_Recorder,), {"profile": profile, "calls": calls})
+
+
+def _test_dir() -> Path:
+    import executorch.backends.arm.test as et_test
+
+    return Path(next(iter(et_test.__path__)))
+
+
+def test_files(kind: str = "ops") -> list[str]:
+    """Names of ExecuTorch's Arm test modules of ``kind`` ("ops" or "models").
+
+    Example:
+        >>> "test_add.py" in test_files()  # doctest: +SKIP
+        True
+    """
+    return sorted(p.name for p in (_test_dir() / kind).glob("test_*.py"))
+
+
+def _param_sets(fn) -> list[tuple[str, dict, str | None]]:
+    """(case id, kwargs, xfail reason) for every parametrization of a pytest test function."""
+    sets: list[tuple[str, dict, str | None]] = [("", {}, None)]
+    for mark in reversed(getattr(fn, "pytestmark", [])):
+        if mark.name != "parametrize":
+            continue
+        names = [s.strip() for s in mark.args[0].split(",")] if isinstance(mark.args[0], str) \
+            else list(mark.args[0])
+        values = list(mark.args[1])
+        ids = mark.kwargs.get("ids")
+        expanded = []
+        for i, v in enumerate(values):
+            xfail = None
+            if hasattr(v, "values") and hasattr(v, "marks"):  # pytest.param
+                for m in v.marks:
+                    if m.name == "xfail":
+                        xfail = m.kwargs.get("reason") or "xfail"
+                    elif m.name == "skip":
+                        xfail = "skip: " + str(m.kwargs.get("reason", ""))
+                case_id, vals = v.id, v.values
+            else:
+                case_id, vals = (ids[i] if ids else str(i)), (v,)
+            if len(names) > 1 and len(vals) == 1:
+                vals = tuple(vals[0])
+            expanded.append((str(case_id), dict(zip(names, vals, strict=False)), xfail))
+        sets = [("-".join(x for x in (a[0], b[0]) if x), {**a[1], **b[1]}, a[2] or b[2])
+                for a, b in itertools.product(sets, expanded)]
+    return sets
+
+
+def _skip_reason(name: str, inputs: tuple, kwargs: dict) -> str | None:
+    extra = set(kwargs.get("tosa_extensions") or ()) - PLAIN_EXTENSIONS
+    if extra:
+        return f"TOSA extensions {sorted(extra)}"
+    if kwargs.get("dynamic_shapes") is not None:
+        return "dynamic shapes"
+    if kwargs.get("tosa_version") not in (None, "1.0"):
+        return f"TOSA {kwargs['tosa_version']}"
+    for x in torch.utils._pytree.tree_leaves(list(inputs)):
+        if isinstance(x, torch.Tensor) and x.dtype in (torch.float16, torch.bfloat16,
+                                                        torch.float64):
+            return f"{x.dtype} input"
+    return None
+
+
+def collect(files: Iterable[str] | None = None, kind: str = "ops",
+            profiles: tuple[str, ...] = ("INT", "FP")) -> list[EtCase]:
+    """Every INT/FP TOSA case of ExecuTorch's Arm tests in ``files`` (default: all of ``kind``).
+
+    Example:
+        >>> cases = collect(["test_prelu.py"])  # doctest: +SKIP
+        >>> sorted({c.profile for c in cases}), type(cases[0].module).__name__  # doctest: +SKIP
+        (['FP', 'INT'], 'PReLU')
+    """
+    cases: list[EtCase] = []
+    for file in files if files is not None else test_files(kind):
+        cases += _collect_file(file, kind, profiles)
+    return cases
+
+
+def _collect_file(file: str, kind: str, profiles) -> list[EtCase]:
+    modname = f"executorch.backends.arm.test.{kind}.{Path(file).stem}"
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        try:
+            mod = importlib.import_module(modname)
+        except Exception:  # noqa: BLE001 - a test module that needs what is not installed
+            return []
+    calls: list = []
+    saved = {}
+    ignored: list = []
+    for attr in [a for a in vars(mod) if a.endswith("Pipeline") or "Pipeline" in a]:
+        if not isinstance(getattr(mod, attr), type):
+            continue
+        saved[attr] = getattr(mod, attr)
+        profile = {"TosaPipelineINT": "INT", "TosaPipelineFP": "FP"}.get(attr)
+        # other pipelines (Ethos-U, VGF, "not delegated") must not run: record them nowhere
+        setattr(mod, attr, _recorder(profile or "", calls if profile else ignored))
+    out: list[EtCase] = []
+    try:
+        for name in sorted(vars(mod)):
+            m = TEST_NAME.match(name)
+            fn = getattr(mod, name)
+            if not m or not callable(fn) or m.group(1) not in profiles or \
+                    EXCLUDED_VARIANT.search(name):
+                continue
+            for case_id, kwargs, xfail in _param_sets(fn):
+                calls.clear()
+                torch.manual_seed(0)
+                try:
+                    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+                        warnings.simplefilter("ignore")
+                        fn(**kwargs)
+                except Exception:  # noqa: BLE001 - the test body needs more than a pipeline
+                    pass
+                for i, (profile, module, data, pkw) in enumerate(calls):
+                    inputs = tuple(data) if isinstance(data, (tuple, list)) else (data,)
+                    suffix = f"[{case_id}]" if case_id else ""
+                    cid = f"{file}::{name}{suffix}" + (f"#{i}" if len(calls) > 1 else "")
+                    out.append(EtCase(
+                        id=cid, profile=profile, module=module, inputs=inputs,
+                        atol=float(pkw.get("atol", 1e-3)), rtol=float(pkw.get("rtol", 1e-3)),
+                        qtol=int(pkw.get("qtol", 1)), et_xfail=xfail,
+                        skip=_skip_reason(name, inputs, pkw), kwargs=pkw))
+    finally:
+        for attr, cls in saved.items():
+            setattr(mod, attr, cls)
+    return out
+
+
+# ----------------------------------------------------------------------------- judging
+@dataclass
+class Verdict:
+    """How one case went through a flow: "pass", "partial" (some nodes left on the CPU),
+    "wrong" (numbers outside the tolerance) or "error" (lowering or running failed)."""
+
+    status: str
+    detail: str = ""
+    seconds: float = 0.0
+
+
+def _as_list(x) -> list:
+    return list(x) if isinstance(x, (list, tuple)) else [x]
+
+
+def judge_ours(case: EtCase) -> Verdict:
+    """Lower ``case`` with :func:`lowering.lower` and judge it as ExecuTorch judges its own.
+
+    INT calibrates on the test's own inputs (as ExecuTorch's pipeline does).
+    """
+    import time
+
+    import lowering
+
+    start = time.perf_counter()
+    module = case.module.eval()
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            lm = lowering.lower(module, _fresh(case.inputs), profile=case.profile,
+                                calibration=[_fresh(case.inputs)])
+    except Exception as e:  # noqa: BLE001
+        return Verdict("error", f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
+                       time.perf_counter() - start)
+    if lm.tosa is None or lm.cpu_nodes:
+        first = lm.cpu_nodes[0] if lm.cpu_nodes else None
+        why = f"{first.node} ({first.target}): {first.reason}" if first else "no TOSA graph"
+        return Verdict("partial", why, time.perf_counter() - start)
+    try:
+        detail = _compare(case, lm, module)
+    except Exception as e:  # noqa: BLE001
+        return Verdict("error", f"run: {type(e).__name__}: {str(e)[:200]}",
+                       time.perf_counter() - start)
+    return Verdict("wrong" if detail else "pass", detail or "", time.perf_counter() - start)
+
+
+def _fresh(inputs: tuple) -> tuple:
+    """A copy of the inputs (a model like ``x += y`` writes into its input)."""
+    return tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in inputs)
+
+
+def _compare(case: EtCase, lm, module) -> str | None:
+    """None when the lowered graph's outputs are within the case's tolerance, else why not."""
+    with torch.no_grad():
+        if case.profile == "FP":
+            expected = _as_list(module(*_fresh(case.inputs)))
+            got = lm.run(*_fresh(case.inputs))
+            for i, (e, g) in enumerate(zip(expected, got, strict=True)):
+                e = e.detach()
+                if tuple(e.shape) != tuple(g.shape):
+                    return f"output {i}: shape {tuple(g.shape)} != {tuple(e.shape)}"
+                if not torch.allclose(g.to(e.dtype).double(), e.double(), atol=case.atol,
+                                      rtol=case.rtol, equal_nan=True):
+                    err = float((g.double() - e.double()).abs().nan_to_num(0).max())
+                    return f"output {i}: max abs error {err:.3g}"
+            return None
+        expected = _as_list(lm.quantized_model(*_fresh(case.inputs)))
+        raw = lm.run_raw(lm.quantize_inputs(*_fresh(case.inputs)))
+        for i, (e, r, qp) in enumerate(zip(expected, raw, lm.output_qparams, strict=True)):
+            e = e.detach()
+            r = np.asarray(r)
+            if tuple(e.shape) != tuple(r.shape):
+                return f"output {i}: shape {tuple(r.shape)} != {tuple(e.shape)}"
+            if qp is None:
+                if e.is_floating_point():
+                    if not np.allclose(r.astype(np.float64), e.double().numpy(), atol=case.atol,
+                                       rtol=case.rtol, equal_nan=True):
+                        return f"output {i}: unquantized float output differs"
+                elif not np.array_equal(r.astype(np.int64), e.to(torch.int64).numpy()):
+                    return f"output {i}: integer output differs"
+                continue
+            q = torch.ops.quantized_decomposed.quantize_per_tensor(
+                e.float(), qp.s, qp.zp, qp.qmin, qp.qmax, qp.dtype).numpy().astype(np.int64)
+            steps = int(np.abs(q - r.astype(np.int64)).max()) if q.size else 0
+            if steps > case.qtol:
+                return f"output {i}: {steps} quantization steps from fake-quant"
+        return None
+
+
+def modules_in(kind: str = "ops") -> list[str]:
+    """The importable test module names of ``kind`` (for listing)."""
+    return [m.name for m in pkgutil.iter_modules([str(_test_dir() / kind)])]

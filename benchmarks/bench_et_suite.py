@@ -1,0 +1,178 @@
+"""Ours vs ExecuTorch's Arm backend on ExecuTorch's own Arm op-test suite, same cases, same run.
+
+Every INT/FP TOSA case of ``executorch/backends/arm/test/ops`` (its modules and inputs, see
+``_et_suite.py``) goes through both flows:
+
+* ours: ``lowering.lower`` judged by ``_et_suite.judge_ours`` (fully lowered; reference-model
+  output within ``qtol`` steps of fake-quant in INT, within atol/rtol of float in FP);
+* ExecuTorch: its own test function for the case, run by pytest in a child process (its
+  pipeline quantizes, lowers, runs the reference model and compares): pass or not.
+
+Prints pass / partial / wrong / error counts for both, per profile, and the cases where we lose.
+
+    python benchmarks/bench_et_suite.py                 # at most 3 cases per test function
+    python benchmarks/bench_et_suite.py --all           # every case (hours on 2 cores)
+    python benchmarks/bench_et_suite.py --files test_add.py test_conv2d.py --ours-only
+    python benchmarks/bench_et_suite.py --json results.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from collections import Counter, defaultdict
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+import _et_suite  # noqa: E402 - benchmarks/ is this script's directory
+import torch  # noqa: E402
+
+torch.set_num_threads(1)
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise _Timeout()
+
+
+def sample(cases, per_function: int | None):
+    """At most ``per_function`` cases of each test function (the first ones, in ET's order)."""
+    if per_function is None:
+        return cases
+    seen: Counter = Counter()
+    out = []
+    for c in cases:
+        fn = c.id.split("[")[0]
+        if seen[fn] < per_function:
+            out.append(c)
+            seen[fn] += 1
+    return out
+
+
+def run_ours(cases, timeout: int) -> dict[str, _et_suite.Verdict]:
+    """Our verdict for every case (a case over ``timeout`` seconds is an error)."""
+    signal.signal(signal.SIGALRM, _alarm)
+    verdicts = {}
+    # the reference model prints a version warning per graph on file descriptor 1
+    stdout_fd = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    try:
+        _judge_all(cases, timeout, verdicts)
+    finally:
+        os.dup2(stdout_fd, 1)
+        os.close(devnull)
+    return verdicts
+
+
+def _judge_all(cases, timeout: int, verdicts: dict) -> None:
+    for i, c in enumerate(cases):
+        signal.alarm(timeout)
+        try:
+            v = _et_suite.judge_ours(c)
+        except _Timeout:
+            v = _et_suite.Verdict("error", f"timeout after {timeout} s", timeout)
+        except Exception as e:  # noqa: BLE001
+            v = _et_suite.Verdict("error", f"{type(e).__name__}: {e}")
+        finally:
+            signal.alarm(0)
+        verdicts[c.id] = v
+        if (i + 1) % 25 == 0 or i + 1 == len(cases):
+            n_pass = sum(x.status == "pass" for x in verdicts.values())
+            print(f"  ours: {i + 1}/{len(cases)} cases, {n_pass} pass", file=sys.stderr, flush=True)
+
+
+def run_executorch(cases, workers: int, timeout: int) -> dict[str, _et_suite.Verdict]:
+    """ExecuTorch's verdict for every case: its own test, run by pytest in a child process."""
+    test_dir = _et_suite._test_dir()
+    ids = sorted({c.id.split("#")[0] for c in cases})
+    verdicts: dict[str, _et_suite.Verdict] = {}
+    with tempfile.TemporaryDirectory(prefix="et-suite-") as tmp:
+        listing = Path(tmp, "ids.txt")
+        listing.write_text("\n".join(str(test_dir / "ops" / i) for i in ids))
+        junit = Path(tmp, "junit.xml")
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+               "--rootdir", str(test_dir), f"--junitxml={junit}", "-W", "ignore",
+               f"@{listing}"]
+        if workers > 1:
+            cmd += ["-n", str(workers)]
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        print(f"  ExecuTorch: pytest on {len(ids)} cases ...", file=sys.stderr, flush=True)
+        subprocess.run(cmd, cwd=tmp, env=env, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=timeout)
+        for tc in ET.parse(junit).getroot().iter("testcase"):
+            name = f"{tc.get('classname', '').split('.')[-1]}.py::{tc.get('name')}"
+            status, detail = "pass", ""
+            for child in tc:
+                if child.tag in ("failure", "error"):
+                    status, detail = "error", (child.get("message") or "")[:200]
+                elif child.tag == "skipped":
+                    status, detail = "error", "xfail/skip: " + (child.get("message") or "")[:200]
+            verdicts[name] = _et_suite.Verdict(status, detail, float(tc.get("time", 0)))
+    return {c.id: verdicts.get(c.id.split("#")[0], _et_suite.Verdict("error", "not run"))
+            for c in cases}
+
+
+def table(cases, ours, theirs) -> str:
+    lines = [f"{'profile':8s} {'flow':11s} {'pass':>6s} {'partial':>8s} {'wrong':>6s} "
+             f"{'error':>6s} {'total':>6s}"]
+    for profile in ("INT", "FP"):
+        sel = [c for c in cases if c.profile == profile]
+        for flow, verdicts in (("ours", ours), ("ExecuTorch", theirs)):
+            if verdicts is None:
+                continue
+            cnt = Counter(verdicts[c.id].status for c in sel)
+            lines.append(f"{profile:8s} {flow:11s} {cnt['pass']:6d} {cnt['partial']:8d} "
+                         f"{cnt['wrong']:6d} {cnt['error']:6d} {len(sel):6d}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--files", nargs="*", help="ExecuTorch test files (default: all ops tests)")
+    ap.add_argument("--all", action="store_true", help="every case, not 3 per test function")
+    ap.add_argument("--per-function", type=int, default=3)
+    ap.add_argument("--profile", choices=["INT", "FP"], action="append")
+    ap.add_argument("--ours-only", action="store_true", help="do not run ExecuTorch's flow")
+    ap.add_argument("--timeout", type=int, default=120, help="seconds per case (ours)")
+    ap.add_argument("--workers", type=int, default=1, help="pytest-xdist workers for ExecuTorch")
+    ap.add_argument("--json", help="write every verdict here")
+    args = ap.parse_args(argv)
+
+    start = time.perf_counter()
+    cases = _et_suite.collect(args.files, profiles=tuple(args.profile or ("INT", "FP")))
+    cases = [c for c in cases if c.skip is None]
+    cases = sample(cases, None if args.all else args.per_function)
+    print(f"{len(cases)} cases collected in {time.perf_counter() - start:.0f} s", file=sys.stderr)
+    ours = run_ours(cases, args.timeout)
+    theirs = None if args.ours_only else run_executorch(cases, args.workers, 20 * 3600)
+    print(table(cases, ours, theirs))
+    losses = [c for c in cases if ours[c.id].status != "pass" and
+              (theirs is None or theirs[c.id].status == "pass")]
+    print(f"\ncases we do not pass{'' if theirs is None else ' and ExecuTorch passes'}: "
+          f"{len(losses)}")
+    by_reason: dict[str, list[str]] = defaultdict(list)
+    for c in losses:
+        by_reason[f"{ours[c.id].status}: {ours[c.id].detail[:110]}"].append(c.id)
+    for reason, ids in sorted(by_reason.items(), key=lambda kv: -len(kv[1])):
+        print(f"  {len(ids):4d}  {reason}\n        e.g. {ids[0]}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(
+            {c.id: {"profile": c.profile, "ours": vars(ours[c.id]),
+                    "executorch": vars(theirs[c.id]) if theirs else None} for c in cases},
+            indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""torchvision classifiers as test models (random weights, eval mode, 96x96 inputs).
+
+torchvision 0.28.0 is the release that matches torch 2.13. PyPI's wheel is a CUDA build; its
+native library cannot register ``torchvision::nms`` beside the CPU torch, and
+``torchvision._meta_registrations`` fails on import. The classification models need none of
+torchvision's custom ops, so :func:`import_torchvision` registers an empty module under that
+name first. Nothing is downloaded: every model is built with random weights.
+
+Each factory returns ``(model, example_inputs, calibration)`` as ``tosa-verify check`` takes
+it, e.g. ``tosa-verify check tests/lowering/tv_models.py:resnet18``.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import torch
+
+#: The models the lowering must take whole (INT and FP) and Vela must place on the NPU.
+MODELS = ("mobilenet_v2", "mobilenet_v3_small", "resnet18", "shufflenet_v2_x0_5", "squeezenet1_1")
+SIZE = 96
+
+
+def import_torchvision():
+    """``import torchvision`` beside the CPU torch (see the module docstring).
+
+    Example:
+        >>> import_torchvision().__version__.split("+")[0]
+        '0.28.0'
+    """
+    sys.modules.setdefault("torchvision._meta_registrations",
+                           types.ModuleType("torchvision._meta_registrations"))
+    import torchvision
+
+    return torchvision
+
+
+def build(name: str, seed: int = 0, calibration_batches: int = 4):
+    """torchvision model ``name`` with seeded random weights, an example input and
+    calibration inputs (seeded noise, then the example).
+
+    Example:
+        >>> model, example, calibration = build("squeezenet1_1")
+        >>> tuple(example[0].shape), len(calibration)
+        ((1, 3, 96, 96), 5)
+    """
+    tv = import_torchvision()
+    torch.manual_seed(seed)
+    model = getattr(tv.models, name)(weights=None).eval()
+    gen = torch.Generator().manual_seed(seed + 1)
+    example = (torch.randn(1, 3, SIZE, SIZE, generator=gen),)
+    calibration = [(torch.randn(1, 3, SIZE, SIZE, generator=gen),)
+                   for _ in range(calibration_batches)] + [example]
+    return model, example, calibration
+
+
+def held_out(n: int = 4, seed: int = 123) -> list[tuple[torch.Tensor]]:
+    """Inputs no calibration saw."""
+    gen = torch.Generator().manual_seed(seed)
+    return [(torch.randn(1, 3, SIZE, SIZE, generator=gen),) for _ in range(n)]
+
+
+def _factory(name: str):
+    def factory():
+        return build(name)
+
+    factory.__name__ = name
+    factory.__doc__ = f"torchvision {name}, random weights, 1x3x{SIZE}x{SIZE}."
+    return factory
+
+
+for _name in MODELS:
+    globals()[_name] = _factory(_name)
