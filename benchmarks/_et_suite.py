@@ -226,7 +226,8 @@ class Verdict:
 
 
 def _as_list(x) -> list:
-    return list(x) if isinstance(x, (list, tuple)) else [x]
+    """The tensors of a model's output, flattened as ``torch.export`` flattens them."""
+    return [t for t in torch.utils._pytree.tree_leaves(x) if isinstance(t, torch.Tensor)]
 
 
 def judge_ours(case: EtCase) -> Verdict:

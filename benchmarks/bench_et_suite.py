@@ -144,6 +144,9 @@ def main(argv=None) -> int:
     ap.add_argument("--per-function", type=int, default=3)
     ap.add_argument("--profile", choices=["INT", "FP"], action="append")
     ap.add_argument("--ours-only", action="store_true", help="do not run ExecuTorch's flow")
+    ap.add_argument("--executorch-only", action="store_true", help="do not run our flow")
+    ap.add_argument("--executorch-json", help="ExecuTorch's verdicts from an earlier --json run "
+                    "(ExecuTorch's flow does not change between our commits)")
     ap.add_argument("--timeout", type=int, default=120, help="seconds per case (ours)")
     ap.add_argument("--workers", type=int, default=1, help="pytest-xdist workers for ExecuTorch")
     ap.add_argument("--json", help="write every verdict here")
@@ -154,8 +157,14 @@ def main(argv=None) -> int:
     cases = [c for c in cases if c.skip is None]
     cases = sample(cases, None if args.all else args.per_function)
     print(f"{len(cases)} cases collected in {time.perf_counter() - start:.0f} s", file=sys.stderr)
-    ours = run_ours(cases, args.timeout)
-    theirs = None if args.ours_only else run_executorch(cases, args.workers, 20 * 3600)
+    none = _et_suite.Verdict("error", "not run")
+    ours = {c.id: none for c in cases} if args.executorch_only else run_ours(cases, args.timeout)
+    if args.executorch_json:
+        saved = json.loads(Path(args.executorch_json).read_text())
+        theirs = {c.id: _et_suite.Verdict(**saved[c.id]["executorch"]) if saved.get(c.id, {})
+                  .get("executorch") else none for c in cases}
+    else:
+        theirs = None if args.ours_only else run_executorch(cases, args.workers, 20 * 3600)
     print(table(cases, ours, theirs))
     losses = [c for c in cases if ours[c.id].status != "pass" and
               (theirs is None or theirs[c.id].status == "pass")]

@@ -117,7 +117,8 @@ def _derive_bias_qparams(obs_or_fqs):
 
 
 WEIGHTED = {aten.conv2d.default, aten.conv2d.padding, aten.conv1d.default, aten.conv1d.padding,
-            aten.linear.default, aten.conv_transpose2d.input, aten.convolution.default}
+            aten.linear.default, aten.conv_transpose2d.input, aten.convolution.default,
+            aten.conv3d.default, aten.conv3d.padding}
 FUSABLE_PRODUCERS = WEIGHTED | {aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor}
 BINARY = {aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.matmul.default,
           aten.bmm.default, aten.mm.default}
@@ -138,6 +139,7 @@ SHARED = {
     aten.relu.default, aten.hardtanh.default, aten.clamp.default, aten.relu6.default,
     aten._unsafe_view.default, aten.view_copy.default, aten.narrow.default,
     aten.expand_copy.default, aten.numpy_T.default, aten._adaptive_avg_pool2d.default,
+    aten.gather.default, aten.index.Tensor,
 }
 # Activations as output-quantized standalone ops (relu & co. are SHARED when not fused
 # would waste half the range; annotate them with their own observer instead).
@@ -152,6 +154,8 @@ INPUT_ONLY = {aten.argmax.default, aten.argmin.default}
 CAT = {aten.cat.default, aten.stack.default}
 WHERE = {aten.where.self}
 GATHER_WEIGHT = {aten.embedding.default}
+#: x[indices] = values: values (the argument at this position) share the quantization of x
+SCATTER = {aten.index_put.default: 2, aten.index_copy.default: 3}
 
 
 def _is_channel_mean(n: fx.Node) -> bool:
@@ -298,6 +302,13 @@ class TosaQuantizer(Quantizer):
                 if not _is_float(x):
                     continue
                 ins[x] = act
+            elif t in SCATTER:
+                v = n.args[SCATTER[t]]
+                if not _is_float(x) or not isinstance(v, fx.Node) or not _is_float(v):
+                    continue
+                ins[x] = act
+                ins[v] = SharedQuantizationSpec((x, n))
+                out = SharedQuantizationSpec((x, n))
             elif t in GATHER_WEIGHT:
                 w = n.args[0]
                 ins[w] = act

@@ -4,6 +4,7 @@ from . import (  # noqa: F401
     activation,
     conv,
     elementwise,
+    indexing,
     matmul,
     pool,
     reduce,

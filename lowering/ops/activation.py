@@ -51,7 +51,7 @@ def clamp_like(em, node):
     layout = em.layout(node)
     x = em.tensor(x_node, layout)
     lo, hi = _bounds(node)
-    if em.is_int:
+    if em.is_int and em.qout(node) is not None:
         qi, qo = em.qin(node, x_node), em.qout(node)
         x = requantize(em, x, qi, qo, "rq")
         qlo = qo.qmin if lo is None else max(qo.qmin, quantize_value(qo, lo))
@@ -63,11 +63,18 @@ def clamp_like(em, node):
         out = em.out(node, layout)
         clamp(em, x, qlo, qhi, out)
     else:
-        if em.dtype(node) == "INT32":
-            lo = -(2**31) if lo is None else int(lo)
-            hi = 2**31 - 1 if hi is None else int(hi)
+        bits = {"INT8": 8, "INT16": 16, "INT32": 32}.get(em.dtype(node))
+        if bits:  # plain integer tensors (either profile): bounds in the tensor's range
+            lo = -(2 ** (bits - 1)) if lo is None else max(int(lo), -(2 ** (bits - 1)))
+            hi = 2 ** (bits - 1) - 1 if hi is None else min(int(hi), 2 ** (bits - 1) - 1)
         out = em.out(node, layout)
-        clamp(em, x, lo, hi, out)
+        if bits == 32:  # CLAMP takes no INT32: MAXIMUM then MINIMUM with constant bounds
+            rank = len(em.writer.shapes[x])
+            lo_c = em.const("lo", np.array([lo]), "INT32", [1] * max(rank, 1))
+            hi_c = em.const("hi", np.array([hi]), "INT32", [1] * max(rank, 1))
+            fp_binary(em, "MINIMUM", fp_binary(em, "MAXIMUM", x, lo_c, "max"), hi_c, "", out=out)
+        else:
+            clamp(em, x, lo, hi, out)
     em.bind(node, out, layout)
 
 

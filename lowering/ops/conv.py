@@ -1,5 +1,5 @@
-"""conv1d / conv2d (groups, depthwise, dilation, stride, padding), conv_transpose2d and
-linear -> CONV2D / DEPTHWISE_CONV2D / TRANSPOSE_CONV2D (+ RESCALE in INT)."""
+"""conv1d / conv2d / conv3d (groups, depthwise, dilation, stride, padding), conv_transpose2d
+and linear -> CONV2D / CONV3D / DEPTHWISE_CONV2D / TRANSPOSE_CONV2D (+ RESCALE in INT)."""
 
 from __future__ import annotations
 
@@ -26,10 +26,8 @@ def exact_pads(in_size, k, stride, dil, pad_lo, pad_hi):
     """Trim the trailing pad so TOSA's exact-division rule holds (PyTorch floors)."""
     span = in_size + pad_lo + pad_hi - dil * (k - 1) - 1
     rem = span % stride
-    if rem and pad_hi >= rem:
-        pad_hi -= rem
-        rem = 0
-    return pad_lo, pad_hi, rem
+    trim = min(rem, pad_hi)  # the trailing pad goes first, then the unread input rows
+    return pad_lo, pad_hi - trim, rem - trim
 
 
 def _weights(em, node, w_node):
@@ -52,9 +50,13 @@ def _bias(em, node, b_node, out_ch, int_mode, acc):
 
 
 def conv_core(em, node, x, in_shape, w, bias, stride, pads, dil, groups, out_shape, x_node,
-              w_node, transposed=False, out_pad=None):
-    """Emit a 2-D conv on NHWC tensor ``x``; returns NHWC output (node dtype)."""
+              w_node, transposed=False, out_pad=None, layout=NHWC):
+    """Emit a 2-D conv on NHWC tensor ``x`` (3-D on NDHWC when ``layout`` is NDHWC); returns
+    the output in ``layout`` (node dtype)."""
     OC = w.shape[0] if not transposed else w.shape[1] * groups
+    rank = len(in_shape)
+    conv_op = "CONV3D" if rank == 5 else "CONV2D"
+    to_ohwi = (0, *range(2, rank), 1)
     int_mode = em.is_int
     if int_mode:
         qx = em.qin(node, x_node)
@@ -75,7 +77,7 @@ def conv_core(em, node, x, in_shape, w, bias, stride, pads, dil, groups, out_sha
     wdtype = "INT8" if int_mode else "FP32"
     bdtype = acc
     w_np = w.cpu().numpy()
-    Cin = in_shape[3]
+    Cin = in_shape[-1]
     if transposed:
         # torch weight [Cin, Cout/g, kh, kw] -> TOSA [OC, KH, KW, IC] (no flip needed)
         if groups != 1:
@@ -87,13 +89,13 @@ def conv_core(em, node, x, in_shape, w, bias, stride, pads, dil, groups, out_sha
         em.writer.op("TRANSPOSE_CONV2D", [x, wc, bc, xzp, wzp], res, out_pad=out_pad,
                      stride=stride, local_bound=False, acc_type=acc)
     elif groups == 1:
-        wt = np.transpose(w_np, (0, 2, 3, 1))  # OHWI
+        wt = np.transpose(w_np, to_ohwi)  # OHWI / ODHWI
         wc = em.const("weight", wt, wdtype, list(wt.shape))
         bc = em.const("bias", bias, bdtype, [OC])
-        res = em.new("acc", out_shape, out_dtype_acc) if int_mode else em.out(node, NHWC)
-        em.writer.op("CONV2D", [x, wc, bc, xzp, wzp], res, pad=pads, stride=stride, dilation=dil,
+        res = em.new("acc", out_shape, out_dtype_acc) if int_mode else em.out(node, layout)
+        em.writer.op(conv_op, [x, wc, bc, xzp, wzp], res, pad=pads, stride=stride, dilation=dil,
                      local_bound=False, acc_type=acc)
-    elif groups == Cin and OC % Cin == 0:
+    elif groups == Cin and OC % Cin == 0 and rank == 4:
         M = OC // Cin
         kh, kw = w_np.shape[2], w_np.shape[3]
         wt = np.transpose(w_np.reshape(Cin, M, kh, kw), (2, 3, 0, 1))  # KH KW C M
@@ -113,16 +115,16 @@ def conv_core(em, node, x, in_shape, w, bias, stride, pads, dil, groups, out_sha
             k48 = int48_prescale_shift(scales) if acc == "INT48" else None
         parts = []
         for g in range(groups):
-            sl_shape = list(in_shape[:3]) + [cg]
+            sl_shape = list(in_shape[:-1]) + [cg]
             xs = em.new(f"g{g}_in", sl_shape, in_dtype)
-            em.writer.op("SLICE", [x, em.const_shape(f"g{g}_start", [0, 0, 0, g * cg]),
+            em.writer.op("SLICE", [x, em.const_shape(f"g{g}_start", [0] * (rank - 1) + [g * cg]),
                                    em.const_shape(f"g{g}_size", sl_shape)], xs)
-            wt = np.transpose(w_np[g * og:(g + 1) * og], (0, 2, 3, 1))
+            wt = np.transpose(w_np[g * og:(g + 1) * og], to_ohwi)
             wc = em.const(f"g{g}_weight", wt, wdtype, list(wt.shape))
             bc = em.const(f"g{g}_bias", bias[g * og:(g + 1) * og], bdtype, [og])
-            ps = list(out_shape[:3]) + [og]
+            ps = list(out_shape[:-1]) + [og]
             r = em.new(f"g{g}_acc", ps, out_dtype_acc)
-            em.writer.op("CONV2D", [xs, wc, bc, xzp, wzp], r, pad=pads, stride=stride,
+            em.writer.op(conv_op, [xs, wc, bc, xzp, wzp], r, pad=pads, stride=stride,
                          dilation=dil, local_bound=False, acc_type=acc)
             if int_mode:
                 group_scales = scales[g * og:(g + 1) * og]
@@ -132,13 +134,13 @@ def conv_core(em, node, x, in_shape, w, bias, stride, pads, dil, groups, out_sha
                 r = rescale(em, r, INT_OF[qo.dtype], group_scales, 0, qo.zp, f"g{g}_rescale",
                             per_channel=True)
             parts.append(r)
-        res = em.out(node, NHWC)
-        em.writer.op("CONCAT", parts, res, axis=3)
+        res = em.out(node, layout)
+        em.writer.op("CONCAT", parts, res, axis=rank - 1)
         return res
     if not int_mode:
         return res
     scales = qx.s * np.broadcast_to(qw.scale.reshape(-1), (OC,)) / qo.s
-    out = em.out(node, NHWC) if len(out_shape) == 4 else None
+    out = em.out(node, layout) if len(out_shape) == rank else None
     return rescale(em, res, INT_OF[qo.dtype], scales, 0, qo.zp, "rescale", out_name=out,
                    per_channel=True)
 
@@ -190,6 +192,54 @@ def _crop(em, x, shape, rem_h, rem_w):
     em.writer.op("SLICE", [x, em.const_shape("crop_start", [0, 0, 0, 0]),
                            em.const_shape("crop_size", new)], out)
     return out
+
+
+NDHWC = (0, 2, 3, 4, 1)
+
+
+def _crop_nd(em, x, rems):
+    """SLICE away the last ``rems[i]`` elements of spatial dim ``i`` of NDHWC/NHWC ``x``."""
+    shape = em.writer.shapes[x]
+    if not any(rems):
+        return x
+    new = [shape[0]] + [s - r for s, r in zip(shape[1:-1], rems, strict=True)] + [shape[-1]]
+    out = em.new("crop", new, em.writer.dtypes[x])
+    em.writer.op("SLICE", [x, em.const_shape("crop_start", [0] * len(shape)),
+                           em.const_shape("crop_size", new)], out)
+    return out
+
+
+def _same_pads(k, dil):
+    """PyTorch's ``padding="same"``: the total padding, the odd element at the end."""
+    tot = dil * (k - 1)
+    return tot // 2, tot - tot // 2
+
+
+@register(aten.conv3d.default, aten.conv3d.padding)
+def conv3d(em, node):
+    """conv3d -> CONV3D on NDHWC (grouped: one CONV3D per group + CONCAT)."""
+    x_node, w_node, b_node, stride, padding, dilation, groups = _conv_args(node)
+    w = _weights(em, node, w_node)
+    ks = list(w.shape[2:])
+    stride, dil = _pair(stride, 3), _pair(dilation, 3)
+    in_shape = em.shape(x_node, NDHWC)
+    if isinstance(padding, str):
+        lohi = [(0, 0)] * 3 if padding == "valid" else [_same_pads(k, d)
+                                                         for k, d in zip(ks, dil, strict=True)]
+    else:
+        lohi = [(p, p) for p in _pair(padding, 3)]
+    pads, rems = [], []
+    for i in range(3):
+        lo, hi, rem = exact_pads(in_shape[1 + i], ks[i], stride[i], dil[i], *lohi[i])
+        pads += [lo, hi]
+        rems.append(rem)
+    x = _crop_nd(em, em.tensor(x_node, NDHWC), rems)
+    in_shape = em.writer.shapes[x]
+    OC = w.shape[0]
+    bias = _bias(em, node, b_node, OC, em.is_int, None)
+    res = conv_core(em, node, x, in_shape, w, bias, stride, pads, dil, groups,
+                    em.shape(node, NDHWC), x_node, w_node, layout=NDHWC)
+    em.bind(node, res, NDHWC)
 
 
 @register(aten.conv1d.default, aten.conv1d.padding)
@@ -291,5 +341,8 @@ def convolution(em, node):
     if len(em.shape(x)) == 3:
         node.args = (x, w, b, stride, padding, dilation, groups)
         return conv1d(em, node)
+    if len(em.shape(x)) == 5:
+        node.args = (x, w, b, stride, padding, dilation, groups)
+        return conv3d(em, node)
     node.args = (x, w, b, stride, padding, dilation, groups)
     return conv2d(em, node)

@@ -60,9 +60,32 @@ def _binary(em, node, op: str, int_scales) -> None:
         acc = fp_binary(em, op, ia, ib, "acc")
         out = em.out(node, layout)
         rescale(em, acc, INT_OF[qo.dtype], out_scale, 0, qo.zp, "rs", out_name=out)
+    elif em.writer.dtypes[na] in _NARROW_INTS and op in _INT32_ONLY:
+        out = _narrow_int_binary(em, node, op, na, nb, layout)
     else:
         out = fp_binary(em, op, na, nb, "", out=em.out(node, layout))
     em.bind(node, out, layout)
+
+
+#: integer types TOSA's ADD/SUB/MAXIMUM/MINIMUM do not take (they compute in INT32 only)
+_NARROW_INTS = ("INT8", "INT16")
+_INT32_ONLY = ("ADD", "SUB", "MUL", "MAXIMUM", "MINIMUM")
+
+
+def _narrow_int_binary(em, node, op: str, na: str, nb: str, layout) -> str:
+    """``op`` on plain (unquantized) int8/int16 tensors: CAST to INT32, ``op``, CAST back.
+
+    The narrowing CAST wraps (two's complement), as PyTorch's int8/int16 arithmetic does;
+    MAXIMUM/MINIMUM results fit unchanged."""
+    wide = []
+    for i, n in enumerate((na, nb)):
+        w = em.new(f"in{i}_i32", em.writer.shapes[n], "INT32")
+        em.writer.op("CAST", [n], w)
+        wide.append(w)
+    acc = fp_binary(em, op, wide[0], wide[1], "i32")
+    out = em.out(node, layout)
+    em.writer.op("CAST", [acc], out)
+    return out
 
 
 def _add_sub_scales(qa, qb, qo):

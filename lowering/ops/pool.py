@@ -1,14 +1,16 @@
-"""max_pool2d / avg_pool2d / adaptive_avg_pool2d (and spatial mean) -> MAX_POOL2D / AVG_POOL2D."""
+"""max_pool2d (dilation, ceil_mode) / avg_pool2d (ceil_mode, divisor_override) /
+adaptive_avg_pool2d (uneven windows too) and spatial mean -> MAX_POOL2D / AVG_POOL2D
+(/ DEPTHWISE_CONV2D)."""
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from ..emitter import INT_OF
-from ..errors import LoweringError
 from ..passes.layout import NHWC
-from .common import requantize
-from .conv import _crop, _pair, exact_pads
+from .common import FP_MAX, requantize, rescale
+from .conv import _crop, _pair
 from .registry import register
 
 aten = torch.ops.aten
@@ -50,69 +52,224 @@ def _window_args(node, count: int):
     return a, kernel, stride, padding
 
 
-def _fit_windows(em, node, x, in_shape, kernel, stride, pads, ceil_mode: bool, what: str):
-    """Pads that make the windows tile the input exactly (TOSA's output-size rule), cropping
-    the rows/columns PyTorch's floor mode leaves out; returns (x, its shape, [t, b, l, r])."""
-    t, b, rh = exact_pads(in_shape[1], kernel[0], stride[0], 1, pads[0], pads[1])
-    l_, r, rw = exact_pads(in_shape[2], kernel[1], stride[1], 1, pads[2], pads[3])
-    if ceil_mode and (rh or rw):
-        raise LoweringError(f"ceil_mode {what} with uneven windows not supported", node=node.name)
-    if rh or rw:
-        x = _crop(em, x, in_shape, rh, rw)
+def _fit_windows(em, x, in_shape, kernel, stride, pads, out_hw):
+    """Pads that make ``out_hw`` windows tile the input exactly (TOSA's output-size rule):
+    the trailing pad grows for ceil_mode windows and shrinks (then the input is cropped) for
+    rows/columns PyTorch's floor mode leaves unread; returns (x, its shape, [t, b, l, r])."""
+    new, rems = [], []
+    for i in range(2):
+        span = (out_hw[i] - 1) * stride[i] + kernel[i]
+        hi = span - in_shape[1 + i] - pads[2 * i]
+        new += [pads[2 * i], max(hi, 0)]
+        rems.append(max(-hi, 0))
+    if any(rems):
+        x = _crop(em, x, in_shape, *rems)
         in_shape = em.writer.shapes[x]
-    return x, in_shape, [t, b, l_, r]
+    return x, in_shape, new
+
+
+def _lowest(em, x) -> float | int:
+    """The smallest value of ``x``'s TOSA dtype (the padding a max pool never picks)."""
+    dt = em.writer.dtypes[x]
+    return -FP_MAX if dt.startswith("FP") else -(1 << (int(dt[3:]) - 1))
+
+
+def _pad(em, x, pads, value, suffix):
+    """PAD NHWC ``x`` by ``pads`` = [t, b, l, r] with ``value``."""
+    n, h, w, c = em.writer.shapes[x]
+    dt = em.writer.dtypes[x]
+    shape = [n, h + pads[0] + pads[1], w + pads[2] + pads[3], c]
+    out = em.new(suffix, shape, dt)
+    em.writer.op("PAD", [x, em.const_shape(f"{suffix}_pads", [0, 0, *pads, 0, 0]),
+                         em.const(f"{suffix}_value", [value], dt, [1])], out)
+    return out
+
+
+def _reshape(em, x, shape, suffix):
+    out = em.new(suffix, shape, em.writer.dtypes[x])
+    em.writer.op("RESHAPE", [x, em.const_shape(f"{suffix}_shape", shape)], out)
+    return out
+
+
+def _transpose(em, x, perm, suffix):
+    shape = [em.writer.shapes[x][p] for p in perm]
+    out = em.new(suffix, shape, em.writer.dtypes[x])
+    em.writer.op("TRANSPOSE", [x], out, perms=list(perm))
+    return out
+
+
+def _dilated_max_pool(em, node, x, in_shape, kernel, stride, padding, dil, out_hw):
+    """max_pool2d with dilation via space-to-batch: the input, padded with the lowest value,
+    split into its ``dh x dw`` phases (row ``q * dh + r`` -> phase r, row q), one dense
+    MAX_POOL2D (stride 1) over all phases, the phases interleaved back, then every
+    ``stride``-th row/column kept by a 1x1 MAX_POOL2D."""
+    n, _, _, c = in_shape
+    dense = [(o - 1) * s + 1 for o, s in zip(out_hw, stride, strict=True)]  # stride-1 rows
+    q = [-(-(o + d * (k - 1)) // d) for o, d, k in zip(dense, dil, kernel, strict=True)]
+    full = [qq * d for qq, d in zip(q, dil, strict=True)]
+    hi = [f - size - p for f, size, p in zip(full, in_shape[1:3], padding, strict=True)]
+    x = _pad(em, x, [padding[0], max(hi[0], 0), padding[1], max(hi[1], 0)], _lowest(em, x),
+             "dil_pad")
+    if hi[0] < 0 or hi[1] < 0:
+        x = _crop(em, x, em.writer.shapes[x], max(-hi[0], 0), max(-hi[1], 0))
+    dh, dw = dil
+    x = _reshape(em, x, [n, q[0], dh, q[1], dw, c], "phases")
+    x = _transpose(em, x, [0, 2, 4, 1, 3, 5], "phases_t")
+    x = _reshape(em, x, [n * dh * dw, q[0], q[1], c], "phase_batch")
+    r = [q[0] - kernel[0] + 1, q[1] - kernel[1] + 1]
+    pooled = em.new("phase_pool", [n * dh * dw, r[0], r[1], c], em.writer.dtypes[x])
+    em.writer.op("MAX_POOL2D", [x], pooled, kernel=list(kernel), stride=[1, 1],
+                 pad=[0, 0, 0, 0], nan_mode="PROPAGATE")
+    x = _reshape(em, pooled, [n, dh, dw, r[0], r[1], c], "interleave")
+    x = _transpose(em, x, [0, 3, 1, 4, 2, 5], "interleave_t")
+    x = _reshape(em, x, [n, r[0] * dh, r[1] * dw, c], "dense")
+    if r[0] * dh != dense[0] or r[1] * dw != dense[1]:
+        x = _crop(em, x, em.writer.shapes[x], r[0] * dh - dense[0], r[1] * dw - dense[1])
+    if list(stride) == [1, 1]:
+        out = em.out(node, NHWC)
+        em.writer.op("IDENTITY", [x], out)
+        return out
+    out = em.out(node, NHWC)
+    em.writer.op("MAX_POOL2D", [x], out, kernel=[1, 1], stride=list(stride), pad=[0, 0, 0, 0],
+                 nan_mode="PROPAGATE")
+    return out
 
 
 @register(aten.max_pool2d.default)
 def max_pool2d(em, node):
+    """max_pool2d -> MAX_POOL2D (ceil_mode by a longer trailing pad; dilation: see
+    :func:`_dilated_max_pool`)."""
     a, kernel, stride, padding = _window_args(node, 6)
     x_node = a[0]
     dilation = _pair(a[4] if a[4] is not None else 1)
-    if dilation != [1, 1]:
-        raise LoweringError("dilated max_pool2d not supported", node=node.name)
     in_shape = em.shape(x_node, NHWC)
-    x, _, pads = _fit_windows(em, node, em.tensor(x_node, NHWC), in_shape, kernel, stride,
-                              [padding[0], padding[0], padding[1], padding[1]], bool(a[5]), "max_pool2d")
+    out_hw = em.shape(node, NHWC)[1:3]
+    x = em.tensor(x_node, NHWC)
+    if dilation != [1, 1]:
+        out = _dilated_max_pool(em, node, x, in_shape, kernel, stride, padding, dilation, out_hw)
+        em.bind(node, out, NHWC)
+        return
+    x, _, pads = _fit_windows(em, x, in_shape, kernel, stride,
+                              [padding[0], padding[0], padding[1], padding[1]], out_hw)
     out = em.out(node, NHWC)
-    em.writer.op("MAX_POOL2D", [x], out, kernel=kernel, stride=stride, pad=pads, nan_mode="PROPAGATE")
+    em.writer.op("MAX_POOL2D", [x], out, kernel=kernel, stride=stride, pad=pads,
+                 nan_mode="PROPAGATE")
     em.bind(node, out, NHWC)
 
 
 @register(aten.avg_pool2d.default)
 def avg_pool2d(em, node):
+    """avg_pool2d -> AVG_POOL2D; padding that counts in the divisor is an explicit PAD with
+    the zero point, the ceil_mode overhang (never counted) TOSA's own padding."""
     a, kernel, stride, padding = _window_args(node, 7)
     x_node = a[0]
-    ceil_mode = bool(a[4])
     count_include_pad = True if a[5] is None else bool(a[5])
-    if a[6] is not None:
-        raise LoweringError("avg_pool2d divisor_override not supported", node=node.name)
     in_shape = em.shape(x_node, NHWC)
     x = em.tensor(x_node, NHWC)
+    if a[6] is not None:
+        pads = [padding[0], padding[0], padding[1], padding[1]]
+        x, in_shape, pads = _fit_windows(em, x, in_shape, kernel, stride, pads,
+                                         em.shape(node, NHWC)[1:3])
+        em.bind(node, _window_sum(em, node, x_node, x, kernel, stride, pads, a[6]), NHWC)
+        return
     pads = [padding[0], padding[0], padding[1], padding[1]]
     if any(pads) and count_include_pad:
-        padded = [in_shape[0], in_shape[1] + 2 * padding[0], in_shape[2] + 2 * padding[1], in_shape[3]]
         pv = em.qin(node, x_node).zp if em.is_int else 0.0
-        pc = em.const("padval", [pv], em.writer.dtypes[x], [1])
-        xp = em.new("padded", padded, em.writer.dtypes[x])
-        em.writer.op("PAD", [x, em.const_shape("pads", [0, 0, padding[0], padding[0], padding[1],
-                                                        padding[1], 0, 0]), pc], xp)
-        x, in_shape, pads = xp, padded, [0, 0, 0, 0]
-    x, in_shape, pads = _fit_windows(em, node, x, in_shape, kernel, stride, pads, ceil_mode, "avg_pool2d")
+        x = _pad(em, x, pads, pv, "padded")
+        in_shape, pads = em.writer.shapes[x], [0, 0, 0, 0]
+    x, in_shape, pads = _fit_windows(em, x, in_shape, kernel, stride, pads,
+                                     em.shape(node, NHWC)[1:3])
     out = avg_pool(em, node, x_node, x, in_shape, kernel, stride, pads)
     em.bind(node, out, NHWC)
 
 
+def _window_sum(em, node, x_node, x, kernel, stride, pads, divisor):
+    """avg_pool2d with ``divisor_override``: the window sums over the real elements (a
+    DEPTHWISE_CONV2D with weights of one; exact in INT32) divided by ``divisor`` (in INT
+    folded into the RESCALE to the output)."""
+    n, _, _, c = em.writer.shapes[x]
+    out_shape = em.shape(node, NHWC)
+    if not em.is_int:
+        w = np.full([*kernel, c, 1], 1.0 / divisor, np.float32)
+        zp = em.const("zp", [0.0], "FP32", [1])
+        out = em.out(node, NHWC)
+        em.writer.op("DEPTHWISE_CONV2D", [x, em.const("ones", w, "FP32", list(w.shape)),
+                                          em.const("bias", np.zeros(c), "FP32", [c]), zp, zp],
+                     out, pad=pads, stride=list(stride), dilation=[1, 1], local_bound=False,
+                     acc_type="FP32")
+        return out
+    qi, qo = em.qin(node, x_node), em.qout(node)
+    dt = INT_OF[qi.dtype]
+    acc = "INT48" if dt == "INT16" else "INT32"
+    w = np.ones([*kernel, c, 1], np.int8)
+    sums = em.new("sums", out_shape, acc)
+    em.writer.op("DEPTHWISE_CONV2D", [x, em.const("ones", w, "INT8", list(w.shape)),
+                                      em.const("bias", np.zeros(c), acc, [c]),
+                                      em.const("xzp", [qi.zp], dt, [1]),
+                                      em.const("wzp", [0], "INT8", [1])],
+                 sums, pad=pads, stride=list(stride), dilation=[1, 1], local_bound=False,
+                 acc_type=acc)
+    return rescale(em, sums, INT_OF[qo.dtype], qi.s / (divisor * qo.s), 0, qo.zp, "rescale",
+                   out_name=em.out(node, NHWC))
+
+
+def adaptive_windows(size: int, out: int) -> list[tuple[int, int]]:
+    """PyTorch's adaptive pooling windows [floor(i*size/out), ceil((i+1)*size/out)).
+
+    Example:
+        >>> adaptive_windows(5, 3)
+        [(0, 2), (1, 4), (3, 5)]
+    """
+    return [(i * size // out, -(-(i + 1) * size // out)) for i in range(out)]
+
+
+def _uneven_adaptive(em, node, x_node, x, in_shape, oh, ow):
+    """adaptive_avg_pool2d with uneven windows: one SLICE + AVG_POOL2D per output element
+    (windows of one output row share a row SLICE), CONCAT along W, then along H."""
+    n, _, w_in, c = in_shape
+    dt = em.writer.dtypes[x]
+    izp, ozp, acc = _zps(em, node, x_node)
+    rows = []
+    for i, (h0, h1) in enumerate(adaptive_windows(in_shape[1], oh)):
+        band = em.new(f"r{i}", [n, h1 - h0, w_in, c], dt)
+        em.writer.op("SLICE", [x, em.const_shape(f"r{i}_start", [0, h0, 0, 0]),
+                               em.const_shape(f"r{i}_size", [n, h1 - h0, w_in, c])], band)
+        cells = []
+        for j, (w0, w1) in enumerate(adaptive_windows(w_in, ow)):
+            cell = em.new(f"r{i}c{j}", [n, h1 - h0, w1 - w0, c], dt)
+            em.writer.op("SLICE", [band, em.const_shape(f"r{i}c{j}_start", [0, 0, w0, 0]),
+                                   em.const_shape(f"r{i}c{j}_size", [n, h1 - h0, w1 - w0, c])],
+                         cell)
+            avg = em.new(f"r{i}c{j}_avg", [n, 1, 1, c], dt)
+            em.writer.op("AVG_POOL2D", [cell, izp, ozp], avg, kernel=[h1 - h0, w1 - w0],
+                         stride=[1, 1], pad=[0, 0, 0, 0], acc_type=acc)
+            cells.append(avg)
+        row = em.new(f"r{i}_cat", [n, 1, ow, c], dt)
+        em.writer.op("CONCAT", cells, row, axis=2)
+        rows.append(row)
+    qo, qi = em.qout(node), em.qin(node, x_node)
+    if em.is_int and (qo.s != qi.s or qo.zp != qi.zp):
+        cat = em.new("cat", [n, oh, ow, c], dt)
+        em.writer.op("CONCAT", rows, cat, axis=1)
+        return requantize(em, cat, qi, qo, "rq", out_name=em.out(node, NHWC))
+    out = em.out(node, NHWC)
+    em.writer.op("CONCAT", rows, out, axis=1)
+    return out
+
+
 @register(aten.adaptive_avg_pool2d.default, aten._adaptive_avg_pool2d.default)
 def adaptive_avg_pool2d(em, node):
+    """adaptive_avg_pool2d -> one AVG_POOL2D when the output divides the input, else
+    :func:`_uneven_adaptive`."""
     x_node = node.args[0]
     oh, ow = _pair(node.args[1])
     in_shape = em.shape(x_node, NHWC)
     H, W = in_shape[1], in_shape[2]
     oh, ow = oh or H, ow or W
-    if H % oh or W % ow:
-        raise LoweringError(f"adaptive_avg_pool2d {H}x{W}->{oh}x{ow} needs uneven windows",
-                            node=node.name)
-    k = [H // oh, W // ow]
     x = em.tensor(x_node, NHWC)
-    out = avg_pool(em, node, x_node, x, in_shape, k, k, [0, 0, 0, 0])
+    if H % oh or W % ow:
+        out = _uneven_adaptive(em, node, x_node, x, in_shape, oh, ow)
+    else:
+        k = [H // oh, W // ow]
+        out = avg_pool(em, node, x_node, x, in_shape, k, k, [0, 0, 0, 0])
     em.bind(node, out, NHWC)

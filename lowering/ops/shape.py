@@ -75,7 +75,7 @@ def cat(em, node):
     names = []
     for i, t in enumerate(tensors):
         n = em.tensor(t, layout)
-        if em.is_int:
+        if em.is_int and em.qout(node) is not None:  # plain integer tensors concatenate as is
             n = requantize(em, n, em.qin(node, t), em.qout(node), f"rq{i}")
         names.append(n)
     axis = inverse(layout)[dim] if layout else dim
@@ -93,7 +93,7 @@ def stack(em, node):
     names = []
     for i, t in enumerate(tensors):
         n = em.tensor(t)
-        if em.is_int:
+        if em.is_int and em.qout(node) is not None:
             n = requantize(em, n, em.qin(node, t), em.qout(node), f"rq{i}")
         s = list(em.shape(t))
         s.insert(dim, 1)

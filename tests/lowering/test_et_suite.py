@@ -24,6 +24,8 @@ _et_suite = pytest.importorskip("_et_suite")  # benchmarks/, on sys.path through
 DEFAULT_FILES = (
     "test_scalars.py", "test_hardswish.py", "test_silu.py", "test_relu.py", "test_add.py",
     "test_bitwise.py", "test_argmax.py", "test_view.py", "test_permute.py", "test_mean_dim.py",
+    "test_prelu.py", "test_gather.py", "test_conv3d.py", "test_tril.py",
+    "test_linalg_vector_norm.py", "test_pixel_shuffling.py", "test_max_pool1d.py",
 )
 
 #: case id -> why we do not pass a case ExecuTorch passes (filled from bench_et_suite.py).

@@ -94,6 +94,8 @@ def test_in_place_write_through_views_reaches_the_base():
     gm = torch.export.export(WritesIntoSlice(), ex).module(check_guards=False)
     assert functionalize(gm) == 2
     torch.testing.assert_close(gm(*ex), WritesIntoSlice()(*ex))
+    lm = check_fp(WritesIntoSlice(), ex)
+    assert lm.cpu_nodes == []
 
 
 @pytest.mark.parametrize("profile", ["FP", "INT"])

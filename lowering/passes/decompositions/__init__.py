@@ -5,8 +5,10 @@ from . import (  # noqa: F401
     activation,
     arith,
     creation,
+    indexing,
     matmul,
     norm,
     reduce,
     shape,
+    spatial,
 )

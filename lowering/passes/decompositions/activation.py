@@ -1,11 +1,13 @@
-"""softmax / log_softmax (every aten form) and glu."""
+"""softmax / log_softmax (every aten form), glu, prelu and scaled dot-product attention."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 
-from ...graph_utils import val
-from ._common import decomposition
+from ...graph_utils import get_constant, val
+from ._common import arg, const_like, decomposition
 
 aten = torch.ops.aten
 
@@ -36,3 +38,87 @@ def glu(gm, n, b):
     first = b(aten.slice.Tensor, x, dim, 0, half)
     second = b(aten.slice.Tensor, x, dim, half, 2 * half)
     return b(aten.mul.Tensor, first, b(aten.sigmoid.default, second))
+
+
+@decomposition(aten.prelu.default, aten._prelu_kernel.default)
+def prelu(gm, n, b):
+    """``where(x >= 0, x, weight * x)``, the weight ``[C]`` (or ``[1]``) broadcast along
+    dim 1 (the channels) of ``x``."""
+    x, weight = n.args[0], n.args[1]
+    vx, vw = val(x), val(weight)
+    if vx is None or vw is None:
+        return None
+    shape = [vw.numel()] + [1] * (vx.dim() - 2) if vx.dim() >= 2 and vw.numel() > 1 else None
+    if shape is not None:
+        wt = get_constant(gm, weight)
+        weight = b.const(gm, wt.reshape(shape), "prelu_w") if wt is not None else \
+            b(aten.view.default, weight, shape)
+    positive = b(aten.ge.Tensor, x, const_like(gm, b, 0.0, x, "zero"))
+    return b(aten.where.self, positive, x, b(aten.mul.Tensor, x, weight))
+
+
+def _masked_softmax(gm, b, scores, keep):
+    """softmax over the last dim of ``scores``; where the bool ``keep`` is False the
+    exponential is zeroed (masked positions weigh nothing, without an infinite bias). A row
+    with every position masked is 0, as PyTorch's attention gives (its sum is taken as 1)."""
+    shifted = b(aten.sub.Tensor, scores, b(aten.amax.default, scores, [-1], True))
+    exp = b(aten.exp.default, shifted)
+    if keep is None:
+        total = b(aten.sum.dim_IntList, exp, [-1], True)
+        return b(aten.mul.Tensor, exp, b(aten.reciprocal.default, total))
+    exp = b(aten.where.self, keep, exp, const_like(gm, b, 0.0, None, "zero"))
+    total = b(aten.sum.dim_IntList, exp, [-1], True)
+    kt = get_constant(gm, keep)
+    if kt is None:
+        empty = b(aten.logical_not.default, b(aten.any.dim, keep, -1, True))
+    elif not kt.any(-1).all():
+        empty = b.const(gm, ~kt.any(-1, keepdim=True), "empty_rows")
+    else:
+        empty = None
+    if empty is not None:
+        total = b(aten.where.self, empty, const_like(gm, b, 1.0, None, "one"), total)
+    return b(aten.mul.Tensor, exp, b(aten.reciprocal.default, total))
+
+
+def _attention_mask(gm, b, mask):
+    """(additive bias, bool keep mask) of an ``attn_mask``: a bool mask keeps where True; a
+    float mask's ``-inf`` entries become masked positions (an infinite bias has no quantized
+    form and makes a fully masked row NaN), its finite entries the bias."""
+    if mask is None or val(mask) is None:
+        return mask, None
+    if val(mask).dtype == torch.bool:
+        return None, mask
+    mt = get_constant(gm, mask)
+    if mt is not None:
+        finite = mt > -math.inf
+        bias = torch.where(finite, mt, torch.zeros_like(mt))
+        return (b.const(gm, bias, "attn_bias") if bias.any() else None,
+                b.const(gm, finite, "attn_keep") if not finite.all() else None)
+    if b.profile == "INT":
+        return mask, None
+    finite = b(aten.gt.Tensor, mask, const_like(gm, b, -math.inf, None, "neg_inf"))
+    return b(aten.where.self, finite, mask, const_like(gm, b, 0.0, None, "zero")), finite
+
+
+@decomposition(aten.scaled_dot_product_attention.default)
+def scaled_dot_product_attention(gm, n, b):
+    """``softmax(q @ k^T * scale + mask) @ v``: a bool mask (and ``is_causal``'s lower
+    triangle) zeroes the masked exponentials of the softmax (:func:`_attention_mask`), a
+    float mask is added to the scores. Dropout and grouped-query attention stay on the CPU."""
+    q, k, v = n.args[:3]
+    if arg(n, 4, "dropout_p", 0.0) or any(x is None for x in (val(q), val(k), val(v))):
+        return None
+    if val(q).dim() != val(k).dim() or val(q).shape[:-2] != val(k).shape[:-2]:
+        return None  # grouped-query attention (enable_gqa) repeats k and v
+    length, source, depth = val(q).shape[-2], val(k).shape[-2], val(q).shape[-1]
+    scale = n.kwargs.get("scale")
+    scale = 1.0 / math.sqrt(depth) if scale is None else scale
+    scores = b(aten.matmul.default, q, b(aten.transpose.int, k, -2, -1))
+    scores = b(aten.mul.Tensor, scores, const_like(gm, b, float(scale), None, "scale"))
+    bias, keep = _attention_mask(gm, b, arg(n, 3, "attn_mask"))
+    if bias is not None:
+        scores = b(aten.add.Tensor, scores, bias)
+    if arg(n, 5, "is_causal", False):
+        causal = b.const(gm, torch.ones(length, source, dtype=torch.bool).tril(), "causal")
+        keep = causal if keep is None else b(aten.logical_and.default, keep, causal)
+    return b(aten.matmul.default, _masked_softmax(gm, b, scores, keep), v)

@@ -1,5 +1,5 @@
 """Arithmetic: true and rounded division, remainder, powers, clamps with tensor bounds,
-masked_fill and square, in terms of ops with a TOSA visitor."""
+masked_fill, tril / triu, square and shifts by a number, in terms of ops with a TOSA visitor."""
 
 from __future__ import annotations
 
@@ -173,3 +173,32 @@ def masked_fill(gm, n, b):
     if not isinstance(value, fx.Node) and val(x) is not None:
         value = b.const(gm, torch.tensor([value], dtype=val(x).dtype), "fill")
     return b(aten.where.self, mask, value, x)
+
+
+@decomposition(aten.tril.default, aten.triu.default)
+def triangle(gm, n, b):
+    """tril / triu(x, diagonal): ``where(mask, x, 0)`` with the constant triangle ``mask``
+    of the last two dims."""
+    x = n.args[0]
+    v = val(x)
+    if v is None or v.dim() < 2:
+        return None
+    ones = torch.ones(v.shape[-2], v.shape[-1], dtype=torch.bool)
+    diagonal = arg(n, 1, "diagonal", 0)
+    mask = ones.tril(diagonal) if n.target == aten.tril.default else ones.triu(diagonal)
+    zero = b.const(gm, torch.zeros(1, dtype=v.dtype), "zero")
+    return b(aten.where.self, b.const(gm, mask, "triangle"), x, zero)
+
+
+@decomposition(aten.__lshift__.Scalar, aten.__rshift__.Scalar,
+               aten.bitwise_left_shift.Tensor_Scalar, aten.bitwise_right_shift.Tensor_Scalar)
+def shift_by_number(gm, n, b):
+    """``x << c`` / ``x >> c``: the shift ``c`` becomes a constant of the dtype of ``x`` (an
+    int8 or int16 tensor stays in its dtype instead of being promoted with a float scalar)."""
+    x, amount = n.args[0], n.args[1]
+    v = val(x)
+    if v is None or v.is_floating_point() or isinstance(amount, fx.Node):
+        return None
+    left = n.target in (aten.__lshift__.Scalar, aten.bitwise_left_shift.Tensor_Scalar)
+    target = aten.bitwise_left_shift.Tensor if left else aten.bitwise_right_shift.Tensor
+    return b(target, x, b.const(gm, torch.tensor([int(amount)], dtype=v.dtype), "shift"))

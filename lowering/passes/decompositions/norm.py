@@ -1,6 +1,9 @@
-"""Normalizations: layer norm, group norm and inference batch norm (every aten form)."""
+"""Normalizations: layer norm, group norm and inference batch norm (every aten form); vector
+norms."""
 
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -98,3 +101,29 @@ def batch_norm(gm, n, b):
     y = b(aten.mul.Tensor, x, b.const(gm, scale.reshape(channel_shape), "bn_scale"))
     y = b(aten.add.Tensor, y, b.const(gm, shift.reshape(channel_shape), "bn_shift"))
     return tuple_outputs(n, [y, None, None]) if native else y
+
+
+@decomposition(aten.linalg_vector_norm.default)
+def vector_norm(gm, n, b):
+    """``linalg_vector_norm(x, ord, dim, keepdim)``: ord 2 is ``sqrt(sum(x * x))``, 1 is
+    ``sum(|x|)``, +-inf is the max / min of ``|x|``, any other non-zero ord
+    ``sum(|x| ** ord) ** (1 / ord)``. ord 0 (a count) and a ``dtype`` stay on the CPU."""
+    x = n.args[0]
+    order = float(arg(n, 1, "ord", 2))
+    dims, keepdim = arg(n, 2, "dim"), bool(arg(n, 3, "keepdim", False))
+    v = val(x)
+    if v is None or not v.is_floating_point() or order == 0 or \
+            n.kwargs.get("dtype") not in (None, v.dtype):
+        return None
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        dims = list(range(v.dim()))
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    if order == 2:
+        return b(aten.sqrt.default, b(aten.sum.dim_IntList, b(aten.mul.Tensor, x, x), dims, keepdim))
+    magnitude = b(aten.abs.default, x)
+    if math.isinf(order):
+        return b(aten.amax.default if order > 0 else aten.amin.default, magnitude, dims, keepdim)
+    if order == 1:
+        return b(aten.sum.dim_IntList, magnitude, dims, keepdim)
+    total = b(aten.sum.dim_IntList, b(aten.pow.Tensor_Scalar, magnitude, order), dims, keepdim)
+    return b(aten.pow.Tensor_Scalar, total, 1.0 / order)

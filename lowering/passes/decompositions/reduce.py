@@ -1,5 +1,6 @@
 """Reductions without a TOSA operator of their own: variance and standard deviation; any /
-all of non-bool tensors (TOSA's REDUCE_ANY/REDUCE_ALL take bool)."""
+all of non-bool tensors (TOSA's REDUCE_ANY/REDUCE_ALL take bool); max / min along a dim
+(values and indices)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import math
 import torch
 
 from ...graph_utils import val
-from ._common import arg, const_like, decomposition
+from ._common import arg, const_like, decomposition, tuple_outputs
 
 aten = torch.ops.aten
 
@@ -61,3 +62,25 @@ def any_all_of_values(gm, n, b):
         return None
     nonzero = b(aten.ne.Tensor, x, const_like(gm, b, 0, x, "zero"))
     return b(n.target, nonzero, *n.args[1:], **n.kwargs)
+
+
+@decomposition(aten.max.dim, aten.min.dim)
+def max_min_dim(gm, n, b):
+    """``max(x, dim, keepdim)`` / ``min(...)``: the values are amax / amin, the indices
+    argmax / argmin (both take the first of equal values)."""
+    x, dim = n.args[0], n.args[1]
+    keepdim = bool(arg(n, 2, "keepdim", False))
+    is_max = n.target == aten.max.dim
+    values = b(aten.amax.default if is_max else aten.amin.default, x, [dim], keepdim)
+    indices = b(aten.argmax.default if is_max else aten.argmin.default, x, dim, keepdim)
+    return tuple_outputs(n, [values, indices])
+
+
+@decomposition(aten.max.default, aten.min.default)
+def max_min_all(gm, n, b):
+    """``max(x)`` / ``min(x)`` of a whole tensor: amax / amin over every dim."""
+    x = n.args[0]
+    if val(x) is None or val(x).dim() == 0:
+        return None
+    target = aten.amax.default if n.target == aten.max.default else aten.amin.default
+    return b(target, x, list(range(val(x).dim())), False)

@@ -90,3 +90,12 @@ def copy(gm, n, b):
 def max_pool2d_values(gm, n, b):
     """max_pool2d_with_indices whose indices are unused is max_pool2d."""
     return tuple_outputs(n, [b(aten.max_pool2d.default, *n.args), None])
+
+
+@decomposition(aten.expand_as.default)
+def expand_as(gm, n, b):
+    """``x.expand_as(y)`` -> ``x.expand(y.shape)`` (shapes are static here)."""
+    other = val(n.args[1])
+    if other is None:
+        return None
+    return b(aten.expand.default, n.args[0], list(other.shape))

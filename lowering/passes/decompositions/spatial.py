@@ -1,0 +1,298 @@
+"""Spatial ops without a TOSA operator of their own, rewritten into ones that have one:
+1-D and batchless pools as 2-D pools, pixel_shuffle / pixel_unshuffle as view + permute +
+reshape, reflect / replicate / circular padding as slices (+ flips / expands) and a cat,
+nearest upsampling whose PyTorch index map a RESIZE cannot reproduce as index_select
+(GATHER), and bilinear upsampling by scale factors as a RESIZE of a padded input."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import torch
+
+from ...graph_utils import val
+from ._common import arg, decomposition
+
+aten = torch.ops.aten
+
+
+def _as_list(v, n: int) -> list:
+    """An int or a sequence of ints as a list of ``n`` ints (one value repeated)."""
+    if isinstance(v, int):
+        return [v] * n
+    v = list(v)
+    return v * n if len(v) == 1 else v
+
+
+def _rank(x) -> int | None:
+    v = val(x)
+    return v.dim() if v is not None else None
+
+
+def _around_4d(b, x, batchless: bool, add_h: bool):
+    """``x`` as NCHW: a leading batch of one when ``batchless``, an H of one when ``add_h``."""
+    if batchless:
+        x = b(aten.unsqueeze.default, x, 0)
+    if add_h:
+        x = b(aten.unsqueeze.default, x, 2)
+    return x
+
+
+def _back_from_4d(b, y, batchless: bool, add_h: bool):
+    """Undo :func:`_around_4d` on the pooled ``y``."""
+    dims = ([0] if batchless else []) + ([2] if add_h else [])
+    return b(aten.squeeze.dims, y, dims) if dims else y
+
+
+@decomposition(aten.max_pool1d.default)
+def max_pool1d(gm, n, b):
+    """max_pool1d over L = max_pool2d over a [1, L] window."""
+    window = _pool1d_window(n)
+    if window is None:
+        return None
+    x, rank, k, s, p = window
+    d = _as_list(arg(n, 4, "dilation", 1), 1)[0]
+    ceil = bool(arg(n, 5, "ceil_mode", False))
+    x4 = _around_4d(b, x, rank == 2, True)
+    y = b(aten.max_pool2d.default, x4, [1, k], [1, s], [0, p], [1, d], ceil)
+    return _back_from_4d(b, y, rank == 2, True)
+
+
+def _pool1d_window(n):
+    """``(x, rank, kernel, stride, padding)`` of a 1-D pool of a 2-D or 3-D ``x``, or None."""
+    x = n.args[0]
+    rank = _rank(x)
+    if rank not in (2, 3):
+        return None
+    k = _as_list(arg(n, 1, "kernel_size"), 1)[0]
+    s = _as_list(arg(n, 2, "stride", None) or k, 1)[0]
+    p = _as_list(arg(n, 3, "padding", 0), 1)[0]
+    return x, rank, k, s, p
+
+
+@decomposition(aten.avg_pool1d.default)
+def avg_pool1d(gm, n, b):
+    """avg_pool1d over L = avg_pool2d over a [1, L] window."""
+    window = _pool1d_window(n)
+    if window is None:
+        return None
+    x, rank, k, s, p = window
+    ceil = bool(arg(n, 4, "ceil_mode", False))
+    include = bool(arg(n, 5, "count_include_pad", True))
+    x4 = _around_4d(b, x, rank == 2, True)
+    y = b(aten.avg_pool2d.default, x4, [1, k], [1, s], [0, p], ceil, include)
+    return _back_from_4d(b, y, rank == 2, True)
+
+
+@decomposition(aten.adaptive_avg_pool1d.default)
+def adaptive_avg_pool1d(gm, n, b):
+    """adaptive_avg_pool1d = adaptive_avg_pool2d to [1, L_out]."""
+    x = n.args[0]
+    rank = _rank(x)
+    if rank not in (2, 3):
+        return None
+    out = _as_list(n.args[1], 1)[0]
+    y = b(aten.adaptive_avg_pool2d.default, _around_4d(b, x, rank == 2, True), [1, out])
+    return _back_from_4d(b, y, rank == 2, True)
+
+
+@decomposition(aten.max_pool2d.default, aten.avg_pool2d.default,
+               aten.adaptive_avg_pool2d.default, aten._adaptive_avg_pool2d.default)
+def batchless_pool2d(gm, n, b):
+    """A 2-D pool of a [C, H, W] tensor is the pool of [1, C, H, W]."""
+    if _rank(n.args[0]) != 3:
+        return None
+    y = b(n.target, _around_4d(b, n.args[0], True, False), *n.args[1:], **n.kwargs)
+    return _back_from_4d(b, y, True, False)
+
+
+def _shuffle(b, x, shape, view_in, perm, out_shape):
+    """view ``x`` as ``view_in``, permute by ``perm``, view as ``out_shape``."""
+    y = b(aten.view.default, x, view_in)
+    y = b(aten.permute.default, y, perm)
+    return b(aten.reshape.default, y, out_shape)
+
+
+@decomposition(aten.pixel_shuffle.default)
+def pixel_shuffle(gm, n, b):
+    """[*, C*r*r, H, W] -> [B, C, r, r, H, W] -> [B, C, H, r, W, r] -> [*, C, H*r, W*r]."""
+    v = val(n.args[0])
+    if v is None or v.dim() < 3:
+        return None
+    r = n.args[1]
+    *batch, c, h, w = v.shape
+    bsz = int(np.prod(batch)) if batch else 1
+    c //= r * r
+    return _shuffle(b, n.args[0], v.shape, [bsz, c, r, r, h, w], [0, 1, 4, 2, 5, 3],
+                    [*batch, c, h * r, w * r])
+
+
+@decomposition(aten.pixel_unshuffle.default)
+def pixel_unshuffle(gm, n, b):
+    """[*, C, H*r, W*r] -> [B, C, H, r, W, r] -> [B, C, r, r, H, W] -> [*, C*r*r, H, W]."""
+    v = val(n.args[0])
+    if v is None or v.dim() < 3:
+        return None
+    r = n.args[1]
+    *batch, c, h, w = v.shape
+    bsz = int(np.prod(batch)) if batch else 1
+    h, w = h // r, w // r
+    return _shuffle(b, n.args[0], v.shape, [bsz, c, h, r, w, r], [0, 1, 3, 5, 2, 4],
+                    [*batch, c * r * r, h, w])
+
+
+_PAD_MODE = {
+    aten.reflection_pad1d.default: "reflect", aten.reflection_pad2d.default: "reflect",
+    aten.reflection_pad3d.default: "reflect", aten.replication_pad1d.default: "replicate",
+    aten.replication_pad2d.default: "replicate", aten.replication_pad3d.default: "replicate",
+    aten._pad_circular.default: "circular",
+}
+
+
+def _pad_dim(b, x, shape: list, dim: int, lo: int, hi: int, mode: str):
+    """Pad (or, negative, crop) ``x`` along ``dim`` by ``lo`` / ``hi`` in ``mode``; updates
+    ``shape``."""
+    size = shape[dim]
+    if lo < 0 or hi < 0:
+        x = b(aten.slice.Tensor, x, dim, max(-lo, 0), size - max(-hi, 0))
+        size -= max(-lo, 0) + max(-hi, 0)
+        lo, hi = max(lo, 0), max(hi, 0)
+    parts = [x]
+    if mode == "reflect":
+        if lo:
+            parts.insert(0, b(aten.flip.default, b(aten.slice.Tensor, x, dim, 1, lo + 1), [dim]))
+        if hi:
+            parts.append(b(aten.flip.default,
+                           b(aten.slice.Tensor, x, dim, size - 1 - hi, size - 1), [dim]))
+    elif mode == "replicate":
+        for n_, at, first in ((lo, 0, True), (hi, size - 1, False)):
+            if n_:
+                edge = b(aten.slice.Tensor, x, dim, at, at + 1)
+                ext = list(shape)
+                ext[dim] = n_
+                edge = b(aten.expand.default, edge, ext) if n_ > 1 else edge
+                parts.insert(0, edge) if first else parts.append(edge)
+    else:  # circular
+        if lo:
+            parts.insert(0, b(aten.slice.Tensor, x, dim, size - lo, size))
+        if hi:
+            parts.append(b(aten.slice.Tensor, x, dim, 0, hi))
+    shape[dim] = size + lo + hi
+    return b(aten.cat.default, parts, dim) if len(parts) > 1 else x
+
+
+@decomposition(aten.pad.default, *_PAD_MODE)
+def non_constant_pad(gm, n, b):
+    """Reflect / replicate / circular padding, one dim at a time (the corners then come out
+    as PyTorch's): slices of the edge rows, reversed (reflect), repeated (replicate) or taken
+    from the other end (circular), concatenated around the tensor."""
+    mode = _PAD_MODE.get(n.target) or arg(n, 2, "mode", "constant")
+    v = val(n.args[0])
+    if mode not in ("reflect", "replicate", "circular") or v is None:
+        return None
+    pads = list(n.args[1])
+    shape = list(v.shape)
+    x = n.args[0]
+    for i in range(len(pads) // 2):
+        dim = len(shape) - 1 - i
+        x = _pad_dim(b, x, shape, dim, pads[2 * i], pads[2 * i + 1], mode)
+    return x
+
+
+def _nearest_map(in_size: int, out_size: int, scale, exact: bool) -> np.ndarray:
+    """PyTorch's source index of each output row of a nearest(-exact) upsampling."""
+    s = np.float32(1.0 / scale) if scale else np.float32(in_size / out_size)
+    o = np.arange(out_size, dtype=np.float32)
+    src = np.floor((o + np.float32(0.5)) * s) if exact else np.floor(o * s)
+    if not exact and out_size == in_size:
+        src = o
+    return np.minimum(src.astype(np.int64), in_size - 1)
+
+
+def _resize_map(in_size: int, out_size: int) -> np.ndarray:
+    """The index map the RESIZE lowering of nearest upsampling computes: floor(o * in/out)."""
+    return np.arange(out_size) * in_size // out_size
+
+
+@decomposition(aten.upsample_nearest2d.vec, aten._upsample_nearest_exact2d.vec)
+def nearest_by_index(gm, n, b):
+    """Nearest upsampling whose rows/columns PyTorch takes from other source indices than
+    floor(o * in/out) (scale factors given that are not in/out, or nearest-exact) becomes an
+    index_select per axis with PyTorch's own index map."""
+    v, vo = val(n.args[0]), val(n)
+    if v is None or vo is None or v.dim() != 4:
+        return None
+    exact = n.target == aten._upsample_nearest_exact2d.vec
+    scales = arg(n, 2, "scale_factors") or [None, None]
+    y = n.args[0]
+    maps = [_nearest_map(v.shape[2 + i], vo.shape[2 + i], scales[i], exact) for i in range(2)]
+    if not exact and all(np.array_equal(m, _resize_map(v.shape[2 + i], vo.shape[2 + i]))
+                         for i, m in enumerate(maps)):
+        return None
+    for i, m in enumerate(maps):
+        if np.array_equal(m, np.arange(v.shape[2 + i])):
+            continue
+        idx = b.const(gm, torch.from_numpy(m.astype(np.int64)), "nearest_index")
+        y = b(aten.index_select.default, y, 2 + i, idx)
+    return y
+
+
+def _ratio_sizes(in_size: int, out_size: int, scale) -> tuple[int, int] | None:
+    """Sizes (in', out') >= (in_size, out_size) with in'/out' PyTorch's coordinate scale
+    float32(1 / scale), or None when in/out already is (or no small fraction is)."""
+    r = float(np.float32(1.0 / scale))
+    if abs(in_size / out_size - r) <= 1e-6 * r:
+        return None
+    f = Fraction(r).limit_denominator(512)
+    if abs(f.numerator / f.denominator - r) > 1e-6 * r:
+        return None
+    k = -(-in_size // f.numerator)
+    k = max(k, -(-out_size // f.denominator))
+    return k * f.numerator, k * f.denominator
+
+
+def _align_corners_from_one(b, n, v, vo):
+    """align_corners upsampling of an axis of size one (a scale of x/0 for a RESIZE): the
+    axis expanded to its output size first (every output row is that one row anyway)."""
+    grow = [i for i in range(2) if v.shape[2 + i] == 1 and vo.shape[2 + i] > 1]
+    if not grow:
+        return None
+    shape = list(v.shape)
+    for i in grow:
+        shape[2 + i] = vo.shape[2 + i]
+    x = b(aten.expand.default, n.args[0], shape)
+    return b(aten.upsample_bilinear2d.vec, x, list(vo.shape[2:]), True, None)
+
+
+@decomposition(aten.upsample_bilinear2d.vec)
+def bilinear_by_scale(gm, n, b):
+    """Bilinear upsampling by scale factors s (align_corners=False) samples row
+    (o + 0.5) / s - 0.5, not (o + 0.5) * in/out - 0.5: the input, replicate-padded at the end
+    (PyTorch clamps at the last row anyway) to an in' with in'/out' = 1/s, resized to out',
+    and the first ``out`` rows kept."""
+    v, vo = val(n.args[0]), val(n)
+    scales = arg(n, 3, "scale_factors")
+    if v is None or vo is None or v.dim() != 4:
+        return None
+    if arg(n, 2, "align_corners"):
+        return _align_corners_from_one(b, n, v, vo)
+    if not scales:
+        return None
+    sizes = [_ratio_sizes(v.shape[2 + i], vo.shape[2 + i], scales[i]) for i in range(2)]
+    if sizes == [None, None]:
+        return None
+    shape = list(v.shape)
+    x = n.args[0]
+    big = []
+    for i, sz in enumerate(sizes):
+        if sz is None:
+            big.append(vo.shape[2 + i])
+            continue
+        x = _pad_dim(b, x, shape, 2 + i, 0, sz[0] - v.shape[2 + i], "replicate")
+        big.append(sz[1])
+    y = b(aten.upsample_bilinear2d.vec, x, big, False, None)
+    for i in range(2):
+        if big[i] != vo.shape[2 + i]:
+            y = b(aten.slice.Tensor, y, 2 + i, 0, vo.shape[2 + i])
+    return y

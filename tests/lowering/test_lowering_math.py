@@ -1,0 +1,171 @@
+"""Math ops lowered by decomposition: prelu, leaky_relu (in place too), vector norms, scaled
+dot-product attention, tril/triu, max/min along a dim, addmm's beta/alpha, matmul with 1-D
+operands, shifts by a number, attention with computed projection weights, fill and copy, and
+a linear called several times (its shared bias). FP is checked against PyTorch, INT within one
+quantization step of the fake-quant model; every case must lower whole."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from lowering_checks import check_fp, check_int
+
+import lowering
+
+gen = torch.Generator().manual_seed(7)
+
+
+def randn(*shape):
+    return torch.randn(*shape, generator=gen)
+
+
+class Lambda(nn.Module):
+    """``fn(self, *inputs)`` with the given submodules / tensors as attributes."""
+
+    def __init__(self, fn, **attrs):
+        super().__init__()
+        self.fn = fn
+        for k, v in attrs.items():
+            setattr(self, k, v)
+
+    def forward(self, *xs):
+        return self.fn(self, *xs)
+
+
+def sdpa(**kw):
+    return lambda s, q, k, v: F.scaled_dot_product_attention(q, k, v, **kw)
+
+
+class SharedLinearSteps(nn.Module):
+    """One linear (with bias) applied to inputs of very different ranges, as the unrolled
+    time steps of a recurrent cell apply theirs."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(6, 5)
+
+    def forward(self, x):
+        h = torch.tanh(self.lin(x))
+        h = torch.tanh(self.lin(torch.cat([h, h[:, :1]], 1) * 0.1))
+        return self.lin(torch.cat([h, h[:, :1]], 1) * 4.0)
+
+
+CASES = {
+    "prelu_channels": (Lambda(lambda s, x: s.p(x), p=nn.PReLU(4, 0.3)), (randn(2, 4, 5, 5),)),
+    "prelu_single": (Lambda(lambda s, x: s.p(x) * 2, p=nn.PReLU(init=0.1)), (randn(3, 7),)),
+    "leaky_relu_inplace": (Lambda(lambda s, x: F.leaky_relu(x - 0.5, 0.2, inplace=True) + x),
+                           (randn(2, 6),)),
+    "leaky_relu_module": (Lambda(lambda s, x: s.a(x * 3), a=nn.LeakyReLU(0.05, inplace=True)),
+                          (randn(2, 3, 4),)),
+    "vector_norm_2_dim": (Lambda(lambda s, x: torch.linalg.vector_norm(x, dim=-1, keepdim=True)),
+                          (randn(3, 4, 6),)),
+    "vector_norm_1_all": (Lambda(lambda s, x: torch.linalg.vector_norm(x, 1)), (randn(4, 5),)),
+    "vector_norm_inf": (Lambda(lambda s, x: torch.linalg.vector_norm(x, float("inf"), dim=(0, 2))),
+                        (randn(3, 4, 5),)),
+    "vector_norm_3": (Lambda(lambda s, x: torch.linalg.vector_norm(x, 3, dim=1)), (randn(2, 8),)),
+    "normalize": (Lambda(lambda s, x: x / torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+                         .clamp_min(1e-6)), (randn(4, 6),)),
+    "sdpa_plain": (Lambda(sdpa()), (randn(1, 2, 5, 8), randn(1, 2, 7, 8), randn(1, 2, 7, 8))),
+    "sdpa_causal_scale": (Lambda(sdpa(is_causal=True, scale=0.25)),
+                          (randn(2, 6, 4), randn(2, 6, 4), randn(2, 6, 4))),
+    "sdpa_bool_mask_input": (Lambda(lambda s, q, k, v, m: F.scaled_dot_product_attention(
+        q, k, v, attn_mask=m)), (randn(2, 4, 8), randn(2, 5, 8), randn(2, 5, 8),
+                                 torch.rand(4, 5, generator=gen) > 0.4)),
+    "sdpa_float_mask_input": (Lambda(lambda s, q, k, v, m: F.scaled_dot_product_attention(
+        q, k, v, attn_mask=m)), (randn(2, 4, 8), randn(2, 5, 8), randn(2, 5, 8), randn(4, 5))),
+    # whole rows masked: PyTorch's attention gives 0 there
+    "sdpa_inf_mask_const": (Lambda(lambda s, q, k, v: F.scaled_dot_product_attention(
+        q, k, v, attn_mask=s.m), m=torch.tensor([0.0, -float("inf"), 0.5])[:, None].expand(3, 4)),
+        (randn(1, 3, 8), randn(1, 4, 8), randn(1, 4, 8))),
+    "tril_triu": (Lambda(lambda s, x: torch.tril(x, 1) - torch.triu(x, -1) * 0.5),
+                  (randn(2, 4, 6),)),
+    "max_dim_values_indices": (Lambda(lambda s, x: torch.max(x, 1)), (randn(3, 6, 2),)),
+    "min_dim_keepdim": (Lambda(lambda s, x: torch.min(x, -1, keepdim=True)), (randn(4, 5),)),
+    "max_dim_values": (Lambda(lambda s, x: x.max(dim=0).values * 2), (randn(5, 3),)),
+    "addmm_beta_alpha": (Lambda(lambda s, c, a, b: torch.addmm(c, a, b, beta=0.25, alpha=-1.5)),
+                         (randn(3, 4), randn(3, 6), randn(6, 4))),
+    "addmm_beta_only": (Lambda(lambda s, a: torch.addmm(s.c, a, s.w, beta=2.0), c=randn(4),
+                               w=randn(6, 4)), (randn(3, 6),)),
+    "addmm_beta_zero": (Lambda(lambda s, c, a, b: torch.addmm(c, a, b, beta=0.0)),
+                        (randn(2, 3), randn(2, 5), randn(5, 3))),
+    "matmul_vector_matrix": (Lambda(lambda s, v, m: v @ m), (randn(6), randn(2, 6, 3))),
+    "matmul_matrix_vector": (Lambda(lambda s, m, v: m @ v), (randn(4, 6), randn(6))),
+    "matmul_dot": (Lambda(lambda s, a, b: torch.matmul(a, b)), (randn(7), randn(7))),
+    "matmul_const_vector": (Lambda(lambda s, m: m @ s.v, v=randn(5)), (randn(3, 5),)),
+    "mha_separate_qkv": (Lambda(lambda s, q, k, v: s.m(q, k, v)[0], m=nn.MultiheadAttention(8, 2)),
+                         (randn(4, 2, 8), randn(5, 2, 8), randn(5, 2, 8))),
+    "mha_unbatched_weights": (Lambda(lambda s, q, k, v: s.m(q, k, v),
+                                     m=nn.MultiheadAttention(6, 3, batch_first=True)),
+                              (randn(3, 6), randn(4, 6), randn(4, 6))),
+    "fill_scalar": (Lambda(lambda s, x: torch.empty_like(x).fill_(0.75) * x + x.clone().fill_(1)),
+                    (randn(3, 4),)),
+    "full_like": (Lambda(lambda s, x: torch.full_like(x, -2.0) + x), (randn(2, 5),)),
+    "copy_into_buffer": (Lambda(lambda s, x: torch.zeros(2, 3, 4).copy_(x * 2) - x),
+                         (randn(3, 4),)),
+    "shared_linear_steps": (SharedLinearSteps(), (randn(4, 6),)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_fp(name):
+    model, inputs = CASES[name]
+    lm = check_fp(model, inputs)
+    assert lm.cpu_nodes == []
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_int(name):
+    model, inputs = CASES[name]
+    lm = check_int(model, inputs)
+    assert lm.cpu_nodes == []
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int16, torch.int32])
+@pytest.mark.parametrize("profile", ["FP", "INT"])
+def test_shift_by_number(dtype, profile):
+    """``x << 2`` / ``x >> 1`` keep the dtype of ``x`` (not promoted with a float scalar)."""
+    model = Lambda(lambda s, x: (x << 2) ^ (x >> 1)).eval()
+    x = torch.randint(-20, 20, (3, 5), generator=gen, dtype=dtype)
+    lm = lowering.lower(model, (x,), profile=profile)
+    assert lm.cpu_nodes == []
+    (out,) = lm.run_raw([x.numpy()])
+    assert np.array_equal(np.asarray(out).astype(np.int64), model(x).numpy().astype(np.int64))
+
+
+def test_in_place_prelu_source_is_functionalized():
+    """An in-place op before prelu: the prelu reads the mutated value."""
+    def fn(s, x):
+        y = x - 1.0
+        y.mul_(2.0)
+        return s.p(y) + y
+
+    model = Lambda(fn, p=nn.PReLU(3, 0.25))
+    x = randn(2, 3, 4)
+    assert check_fp(model, (x,)).cpu_nodes == []
+    assert check_int(model, (x,)).cpu_nodes == []
+
+
+def test_shared_bias_gets_one_node_per_linear_in_int():
+    """The fake-quant model scales each step's int32 bias by that step's input scale."""
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    from lowering.quantizer import QuantConfig, TosaQuantizer
+
+    model, inputs = SharedLinearSteps().eval(), (randn(4, 6),)
+    gm = torch.export.export(model, inputs).module(check_guards=False)
+    prepared = prepare_pt2e(gm, TosaQuantizer(QuantConfig(), example_inputs=inputs))
+    prepared(*inputs)
+    q = convert_pt2e(prepared)
+    dq = torch.ops.quantized_decomposed
+    for n in q.graph.nodes:
+        if n.target != torch.ops.aten.linear.default:
+            continue
+        x_scale = n.args[0].args[1]
+        bias_dq = n.args[2]
+        w_scale = getattr(q, n.args[1].args[1].target)
+        b_scale = getattr(q, bias_dq.args[1].target)
+        assert bias_dq.target in (dq.dequantize_per_channel.default, dq.dequantize_per_tensor.default)
+        torch.testing.assert_close(b_scale, x_scale * w_scale)

@@ -1,0 +1,118 @@
+"""Spatial ops: conv3d, 1-D / dilated / ceil-mode / batchless pools, uneven adaptive average
+pooling, divisor_override, pixel (un)shuffle, reflect / replicate / circular padding, nearest
+and bilinear upsampling by fractional scale factors; FP against PyTorch, INT against
+fake-quant."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from lowering_checks import check_fp, check_int
+
+
+class Fn(nn.Module):
+    """A module computing ``fn(x)``."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+def _x(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def _conv3d(*args, **kw):
+    torch.manual_seed(3)
+    return nn.Conv3d(*args, **kw)
+
+
+# name -> (module, input)
+CASES = {
+    "conv3d_stride_pad": (_conv3d(2, 4, 3, stride=2, padding=1), _x(1, 2, 7, 8, 9)),
+    "conv3d_uneven_stride": (_conv3d(3, 2, (2, 3, 3), stride=(1, 3, 2)), _x(2, 3, 5, 10, 9)),
+    "conv3d_groups_dilation": (_conv3d(4, 6, 3, groups=2, dilation=(1, 2, 1), bias=False),
+                               _x(1, 4, 5, 9, 6)),
+    "conv3d_same": (_conv3d(2, 3, 3, padding="same"), _x(1, 2, 4, 5, 6)),
+    "conv2d_unread_rows": (nn.Conv2d(3, 4, 5, stride=3, padding=1), _x(1, 3, 14, 15)),
+    "max_pool1d": (Fn(lambda x: F.max_pool1d(x, 3, 2, padding=1)), _x(2, 3, 10)),
+    "max_pool1d_batchless_dilated": (Fn(lambda x: F.max_pool1d(x, 3, 2, dilation=2)),
+                                     _x(4, 13)),
+    "avg_pool1d_ceil": (Fn(lambda x: F.avg_pool1d(x, 3, 2, padding=1, ceil_mode=True)),
+                        _x(1, 2, 10)),
+    "adaptive_avg_pool1d": (Fn(lambda x: F.adaptive_avg_pool1d(x, 4)), _x(1, 3, 11)),
+    "max_pool2d_dilated": (Fn(lambda x: F.max_pool2d(x, 3, (2, 1), 1, dilation=(2, 3))),
+                           _x(1, 3, 13, 14)),
+    "max_pool2d_dilated_stride": (Fn(lambda x: F.max_pool2d(x, 2, 3, dilation=2)),
+                                  _x(2, 2, 11, 9)),
+    "max_pool2d_ceil": (Fn(lambda x: F.max_pool2d(x, 3, 2, 1, ceil_mode=True)),
+                        _x(1, 3, 12, 13)),
+    "max_pool2d_unread_rows": (Fn(lambda x: F.max_pool2d(x, 3, 3, 1)), _x(1, 2, 14, 14)),
+    "max_pool2d_batchless": (Fn(lambda x: F.max_pool2d(x, 3, 2, 1)), _x(3, 9, 11)),
+    "avg_pool2d_ceil": (Fn(lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True)),
+                        _x(1, 3, 12, 13)),
+    "avg_pool2d_ceil_exclude_pad": (
+        Fn(lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False)),
+        _x(1, 3, 10, 11)),
+    "avg_pool2d_divisor": (Fn(lambda x: F.avg_pool2d(x, 3, 2, 1, divisor_override=5)),
+                           _x(1, 3, 12, 13)),
+    "adaptive_avg_pool2d_uneven": (Fn(lambda x: F.adaptive_avg_pool2d(x, (3, 5))),
+                                   _x(1, 2, 7, 11)),
+    "adaptive_avg_pool2d_upscale": (Fn(lambda x: F.adaptive_avg_pool2d(x, (5, 4))),
+                                    _x(1, 2, 3, 3)),
+    "pixel_shuffle": (nn.PixelShuffle(2), _x(2, 8, 3, 5)),
+    "pixel_shuffle_batchless": (nn.PixelShuffle(3), _x(9, 2, 3)),
+    "pixel_unshuffle": (nn.PixelUnshuffle(2), _x(1, 3, 4, 6)),
+    "pad_reflect": (Fn(lambda x: F.pad(x, (1, 2, 2, 1), mode="reflect")), _x(1, 2, 5, 6)),
+    "pad_replicate": (Fn(lambda x: F.pad(x, (3, 0, 1, 2), mode="replicate")), _x(1, 2, 5, 6)),
+    "pad_circular": (Fn(lambda x: F.pad(x, (1, 2, -1, 2), mode="circular")), _x(1, 2, 5, 6)),
+    "pad_reflect_1d": (nn.ReflectionPad1d((2, 1)), _x(2, 3, 6)),
+    "pad_replicate_3d": (nn.ReplicationPad3d((1, 0, 0, 2, 1, 1)), _x(1, 2, 3, 4, 5)),
+    "pad_circular_then_conv": (nn.Conv2d(2, 3, 3, padding=1, padding_mode="circular"),
+                               _x(1, 2, 6, 7)),
+    "upsample_nearest_fractional": (
+        Fn(lambda x: F.interpolate(x, scale_factor=1.7, mode="nearest")), _x(1, 2, 5, 6)),
+    "upsample_nearest_exact": (
+        Fn(lambda x: F.interpolate(x, scale_factor=(1.5, 2.0), mode="nearest-exact")),
+        _x(1, 2, 5, 6)),
+    "upsample_nearest_size": (Fn(lambda x: F.interpolate(x, size=(7, 9), mode="nearest")),
+                              _x(1, 2, 5, 6)),
+    "upsample_bilinear_fractional": (
+        Fn(lambda x: F.interpolate(x, scale_factor=1.7, mode="bilinear")), _x(1, 2, 5, 6)),
+    "upsample_bilinear_down": (
+        Fn(lambda x: F.interpolate(x, scale_factor=(0.6, 2.3), mode="bilinear")),
+        _x(1, 2, 5, 6)),
+    "upsample_bilinear_align_from_one": (
+        Fn(lambda x: F.interpolate(x, size=(4, 9), mode="bilinear", align_corners=True)),
+        _x(1, 2, 1, 6)),
+    "upsample_bilinear_size": (
+        Fn(lambda x: F.interpolate(x, size=(7, 9), mode="bilinear")), _x(1, 2, 5, 6)),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_fp(name):
+    """FP: the TOSA graph computes what PyTorch computes (within 1e-3), all on TOSA."""
+    model, x = CASES[name]
+    lm = check_fp(model, (x,))
+    assert lm.cpu_nodes == []
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_int(name):
+    """INT: within one quantization step of the fake-quant model, all on TOSA."""
+    model, x = CASES[name]
+    lm = check_int(model, (x,))
+    assert lm.cpu_nodes == []
+
+
+def test_dilated_max_pool_is_one_max_pool_per_phase():
+    """A dilated max pool is one dense MAX_POOL2D over the phases plus the stride subsample,
+    not a chain of elementwise maxima."""
+    lm = check_fp(Fn(lambda x: F.max_pool2d(x, 3, 2, dilation=2)), (_x(1, 2, 12, 12),))
+    assert lm.op_counts.get("MAX_POOL2D") == 2
