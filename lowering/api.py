@@ -22,6 +22,7 @@ from .graph_utils import (
 )
 from .lowered import CpuNode, LoweredModel, Partition
 from .passes.base import PassContext
+from .passes.fold_batch_norm import FoldBatchNorm
 from .passes.functionalize import functionalize
 from .pipeline import run_pipeline
 from .quantizer import QuantConfig, TosaQuantizer
@@ -155,6 +156,10 @@ def lower(model, example_inputs, *, profile: str = "INT", quantization: QuantCon
 
         cfg = quantization or QuantConfig()
         quantizer = TosaQuantizer(cfg, example_inputs)
+        if not cfg.qat:
+            # fold BNs ourselves first: prepare_pt2e's own conv-BN fusion breaks on grouped
+            # transposed convolutions (QAT keeps its BNs: they train)
+            FoldBatchNorm()(gm, PassContext(profile="INT"))
         try:
             prepared = (prepare_qat_pt2e if cfg.qat else prepare_pt2e)(gm, quantizer)
             with torch.no_grad():

@@ -5,7 +5,7 @@ int8 weights (per-channel by default), int32 biases derived from input x weight 
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.fx as fx
@@ -106,6 +106,15 @@ class QuantConfig:
         return QuantizationSpec(dtype=torch.int8, observer_or_fake_quant_ctr=ctr, quant_min=-127,
                                 quant_max=127, qscheme=scheme,
                                 ch_axis=ch_axis if self.per_channel else None)
+
+
+def _grouped_transposed(n: fx.Node) -> bool:
+    """Whether ``n`` is a transposed convolution with more than one group."""
+    if n.target == aten.conv_transpose2d.input:
+        return len(n.args) > 6 and n.args[6] not in (None, 1)
+    if n.target == aten.convolution.default and n.args[6]:
+        return n.args[8] != 1
+    return False
 
 
 def _derive_bias_qparams(obs_or_fqs):
@@ -247,15 +256,19 @@ class TosaQuantizer(Quantizer):
                     continue
                 w = n.args[1]
                 ins[x] = act
-                ins[w] = cfg.weight_spec(ch_axis)
+                # a grouped transposed conv's weight [Cin, Cout/g, ...] has no axis holding
+                # every output channel: its weights are quantized per tensor
+                wcfg = replace(cfg, per_channel=False) if _grouped_transposed(n) else cfg
+                ins[w] = wcfg.weight_spec(ch_axis)
                 b = n.args[2] if len(n.args) > 2 else None
                 if isinstance(b, fx.Node):
                     ins[b] = DerivedQuantizationSpec(
                         derived_from=[(x, n), (w, n)],
                         derive_qparams_fn=_derive_bias_qparams,
                         dtype=torch.int32, quant_min=-(2**31) + 1, quant_max=2**31 - 1,
-                        qscheme=torch.per_channel_symmetric if cfg.per_channel else torch.per_tensor_symmetric,
-                        ch_axis=0 if cfg.per_channel else None,
+                        qscheme=torch.per_channel_symmetric if wcfg.per_channel
+                        else torch.per_tensor_symmetric,
+                        ch_axis=0 if wcfg.per_channel else None,
                     )
                 out = None if fused else act
             elif t in BINARY:

@@ -49,6 +49,23 @@ def _bias(em, node, b_node, out_ch, int_mode, acc):
     return b.astype(np.int64 if int_mode else np.float32)
 
 
+def _block_diagonal(w_np: np.ndarray, groups: int) -> np.ndarray:
+    """A grouped transposed-conv weight ``[Cin, Cout/g, kh, kw]`` as the equivalent ungrouped
+    ``[Cin, Cout, kh, kw]``: group ``g``'s block on the diagonal, zeros elsewhere (a zero
+    weight adds exactly nothing, in integers and in floats).
+
+    Example:
+        >>> _block_diagonal(np.ones((4, 1, 1, 1)), 2)[:, :, 0, 0].tolist()
+        [[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]]
+    """
+    cin, og = w_np.shape[0], w_np.shape[1]
+    cg = cin // groups
+    full = np.zeros((cin, og * groups, *w_np.shape[2:]), w_np.dtype)
+    for g in range(groups):
+        full[g * cg:(g + 1) * cg, g * og:(g + 1) * og] = w_np[g * cg:(g + 1) * cg]
+    return full
+
+
 def conv_core(em, node, x, in_shape, w, bias, stride, pads, dil, groups, out_shape, x_node,
               w_node, transposed=False, out_pad=None, layout=NHWC):
     """Emit a 2-D conv on NHWC tensor ``x`` (3-D on NDHWC when ``layout`` is NDHWC); returns
@@ -81,7 +98,7 @@ def conv_core(em, node, x, in_shape, w, bias, stride, pads, dil, groups, out_sha
     if transposed:
         # torch weight [Cin, Cout/g, kh, kw] -> TOSA [OC, KH, KW, IC] (no flip needed)
         if groups != 1:
-            raise LoweringError("grouped transposed convolution not supported", node=node.name)
+            w_np = _block_diagonal(w_np, groups)
         wt = np.transpose(w_np, (1, 2, 3, 0))
         wc = em.const("weight", wt, wdtype, list(wt.shape), node=node)
         bc = em.const("bias", bias, bdtype, [OC])

@@ -9,12 +9,35 @@ from ..graph_utils import add_constant, get_constant
 from .base import GraphPass, PassContext
 
 aten = torch.ops.aten
-_CONVS = {aten.conv2d.default, aten.conv1d.default, aten.convolution.default}
+_CONVS = {aten.conv2d.default, aten.conv1d.default, aten.convolution.default,
+          aten.conv_transpose2d.input, aten.conv_transpose1d.default}
+
+
+def _transposed_groups(conv: fx.Node) -> int | None:
+    """The group count of a transposed convolution, None for a forward one."""
+    if conv.target in (aten.conv_transpose2d.input, aten.conv_transpose1d.default):
+        return conv.args[6] if len(conv.args) > 6 and conv.args[6] is not None else 1
+    if conv.target == aten.convolution.default and conv.args[6]:
+        return conv.args[8]
+    return None
+
+
+def _scale_output_channels(w: torch.Tensor, scale: torch.Tensor, groups: int | None):
+    """``w`` with output channel ``o`` multiplied by ``scale[o]``: axis 0 of a forward
+    conv's weight, and for a transposed conv (``[Cin, Cout/g, k...]``, output channel
+    ``g * Cout/g + j``) axis 1 within each group."""
+    if groups is None:
+        return w * scale.reshape([-1] + [1] * (w.dim() - 1))
+    cin, og = w.shape[0], w.shape[1]
+    k = list(w.shape[2:])
+    grouped = w.reshape(groups, cin // groups, og, *k)
+    return (grouped * scale.reshape(groups, 1, og, *[1] * len(k))).reshape(w.shape)
 _BNS = {aten.batch_norm.default, aten._native_batch_norm_legit_no_training.default}
 
 
 class FoldBatchNorm(GraphPass):
-    """``conv -> batch_norm`` (constant weights and statistics) becomes one conv.
+    """``conv -> batch_norm`` (constant weights and statistics) becomes one conv, transposed
+    and grouped convolutions included.
 
     Example:
         >>> m = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 1), torch.nn.BatchNorm2d(2)).eval()
@@ -31,8 +54,7 @@ class FoldBatchNorm(GraphPass):
             conv = bn.args[0]
             if not isinstance(conv, fx.Node) or conv.target not in _CONVS or len(conv.users) != 1:
                 continue
-            if conv.target == aten.convolution.default and conv.args[6]:
-                continue  # transposed
+            groups = _transposed_groups(conv)
             w = get_constant(gm, conv.args[1])
             b = get_constant(gm, conv.args[2]) if len(conv.args) > 2 and conv.args[2] is not None else None
             bw, bb, mean, var = (get_constant(gm, a) if a is not None else None for a in bn.args[1:5])
@@ -46,12 +68,12 @@ class FoldBatchNorm(GraphPass):
             else:
                 eps = bn.args[7]
                 users = None
-            C = w.shape[0]
+            C = w.shape[0] if groups is None else w.shape[1] * groups
             bw = bw if bw is not None else torch.ones(C)
             bb = bb if bb is not None else torch.zeros(C)
             b = b if b is not None else torch.zeros(C)
             scale = bw / torch.sqrt(var + eps)
-            new_w = w * scale.reshape([-1] + [1] * (w.dim() - 1))
+            new_w = _scale_output_channels(w, scale, groups)
             new_b = (b - mean) * scale + bb
             wn = add_constant(gm, new_w, "bnw", before=conv)
             bnode = add_constant(gm, new_b, "bnb", before=conv)

@@ -22,14 +22,15 @@ _et_suite = pytest.importorskip("_et_suite")  # benchmarks/, on sys.path through
 
 #: ExecuTorch test files whose first case per INT/FP test runs by default.
 DEFAULT_FILES = (
-    "test_scalars.py", "test_hardswish.py", "test_silu.py", "test_relu.py", "test_add.py",
-    "test_bitwise.py", "test_argmax.py", "test_view.py", "test_permute.py", "test_mean_dim.py",
-    "test_prelu.py", "test_gather.py", "test_conv3d.py", "test_tril.py",
-    "test_linalg_vector_norm.py", "test_pixel_shuffling.py", "test_max_pool1d.py",
+    "test_scalars.py", "test_hardswish.py", "test_relu.py", "test_bitwise.py", "test_to_copy.py",
+    "test_prelu.py", "test_gather.py", "test_conv3d.py", "test_index_put.py",
 )
 
 #: case id -> why we do not pass a case ExecuTorch passes (filled from bench_et_suite.py).
-KNOWN_GAPS: dict[str, str] = {}
+KNOWN_GAPS: dict[str, str] = {
+    "test_to_copy.py::test_to_tosa_FP[rand_fp32]":
+        "a cast to float16: the lowering has no FP16 tensors yet",
+}
 
 
 def _params(files, first_only: bool):

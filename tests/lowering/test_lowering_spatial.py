@@ -116,3 +116,22 @@ def test_dilated_max_pool_is_one_max_pool_per_phase():
     not a chain of elementwise maxima."""
     lm = check_fp(Fn(lambda x: F.max_pool2d(x, 3, 2, dilation=2)), (_x(1, 2, 12, 12),))
     assert lm.op_counts.get("MAX_POOL2D") == 2
+
+
+@pytest.mark.parametrize("batch_norm", [False, True])
+@pytest.mark.parametrize("groups", [1, 2])
+def test_grouped_transposed_conv_with_folded_batch_norm(groups, batch_norm):
+    """A grouped ConvTranspose2d becomes one TRANSPOSE_CONV2D (block-diagonal weight); a BN
+    after it folds into it per output channel, in INT and FP."""
+    torch.manual_seed(0)
+    layers = [nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=groups)]
+    if batch_norm:
+        bn = nn.BatchNorm2d(6)
+        bn.running_mean.uniform_(-1, 1)
+        bn.running_var.uniform_(0.5, 2)
+        bn.weight.data.uniform_(0.5, 1.5)
+        layers.append(bn)
+    m = nn.Sequential(*layers).eval()
+    ex = (_x(1, 4, 5, 5),)
+    for lm in (check_fp(m, ex), check_int(m, ex)):
+        assert lm.cpu_nodes == [] and lm.op_counts.get("TRANSPOSE_CONV2D") == 1
