@@ -117,28 +117,33 @@ def _shuffle(b, x, shape, view_in, perm, out_shape):
 @decomposition(aten.pixel_shuffle.default)
 def pixel_shuffle(gm, n, b):
     """[*, C*r*r, H, W] -> [B, C, r, r, H, W] -> [B, C, H, r, W, r] -> [*, C, H*r, W*r]."""
+    dims = _shuffle_dims(n)
+    if dims is None:
+        return None
+    r, batch, bsz, c, h, w = dims
+    c //= r * r
+    return _shuffle(b, n.args[0], None, [bsz, c, r, r, h, w], [0, 1, 4, 2, 5, 3],
+                    [*batch, c, h * r, w * r])
+
+
+def _shuffle_dims(n):
+    """``(r, batch dims, batch size, C, H, W)`` of a pixel (un)shuffle's input, or None."""
     v = val(n.args[0])
     if v is None or v.dim() < 3:
         return None
-    r = n.args[1]
     *batch, c, h, w = v.shape
-    bsz = int(np.prod(batch)) if batch else 1
-    c //= r * r
-    return _shuffle(b, n.args[0], v.shape, [bsz, c, r, r, h, w], [0, 1, 4, 2, 5, 3],
-                    [*batch, c, h * r, w * r])
+    return n.args[1], batch, int(np.prod(batch)) if batch else 1, c, h, w
 
 
 @decomposition(aten.pixel_unshuffle.default)
 def pixel_unshuffle(gm, n, b):
     """[*, C, H*r, W*r] -> [B, C, H, r, W, r] -> [B, C, r, r, H, W] -> [*, C*r*r, H, W]."""
-    v = val(n.args[0])
-    if v is None or v.dim() < 3:
+    dims = _shuffle_dims(n)
+    if dims is None:
         return None
-    r = n.args[1]
-    *batch, c, h, w = v.shape
-    bsz = int(np.prod(batch)) if batch else 1
+    r, batch, bsz, c, h, w = dims
     h, w = h // r, w // r
-    return _shuffle(b, n.args[0], v.shape, [bsz, c, h, r, w, r], [0, 1, 3, 5, 2, 4],
+    return _shuffle(b, n.args[0], None, [bsz, c, h, r, w, r], [0, 1, 3, 5, 2, 4],
                     [*batch, c * r * r, h, w])
 
 
