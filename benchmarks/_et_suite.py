@@ -20,7 +20,6 @@ import contextlib
 import importlib
 import io
 import itertools
-import pkgutil
 import re
 import warnings
 from collections.abc import Iterable
@@ -303,7 +302,3 @@ def _compare(case: EtCase, lm, module) -> str | None:
                 return f"output {i}: {steps} quantization steps from fake-quant"
         return None
 
-
-def modules_in(kind: str = "ops") -> list[str]:
-    """The importable test module names of ``kind`` (for listing)."""
-    return [m.name for m in pkgutil.iter_modules([str(_test_dir() / kind)])]

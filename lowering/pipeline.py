@@ -25,17 +25,18 @@ def build_pipeline(profile: str) -> list[GraphPass]:
 
     Example:
         >>> [p.name for p in build_pipeline("INT")]  # doctest: +NORMALIZE_WHITESPACE
-        ['FunctionalizeInPlace', 'RemoveNoOps', 'ConvertInt64ConstOpsToInt32', 'ConvertInt64OutputOpsToInt32',
-         'InsertInt32CastsAfterInt64Placeholders', 'FoldQDQ', 'QuantizeUnusedInputs',
-         'AssignNHWCLayout']
+        ['FunctionalizeInPlace', 'RemoveNoOps', 'ConvertInt64ConstOpsToInt32',
+         'ConvertInt64OutputOpsToInt32', 'InsertInt32CastsAfterInt64Placeholders', 'FoldQDQ',
+         'QuantizeUnusedInputs', 'AssignNHWCLayout']
     """
     int64 = [ConvertInt64ConstOpsToInt32(), ConvertInt64OutputOpsToInt32(),
              InsertInt32CastsAfterInt64Placeholders()]
     if profile == "INT":
         # decompositions already ran in TosaQuantizer.transform_for_annotation
-        return [FunctionalizeInPlace(), RemoveNoOps(), *int64, FoldQDQ(), QuantizeUnusedInputs(), AssignNHWCLayout()]
-    return [FunctionalizeInPlace(), RemoveNoOps(), FoldBatchNorm(), DecomposeForTosa(), ScalarsToTensors(), RemoveNoOps(),
-            *int64, AssignNHWCLayout()]
+        return [FunctionalizeInPlace(), RemoveNoOps(), *int64, FoldQDQ(), QuantizeUnusedInputs(),
+                AssignNHWCLayout()]
+    return [FunctionalizeInPlace(), RemoveNoOps(), FoldBatchNorm(), DecomposeForTosa(),
+            ScalarsToTensors(), RemoveNoOps(), *int64, AssignNHWCLayout()]
 
 
 def run_pipeline(gm: fx.GraphModule, ctx: PassContext, passes: list[GraphPass] | None = None,
@@ -43,7 +44,8 @@ def run_pipeline(gm: fx.GraphModule, ctx: PassContext, passes: list[GraphPass] |
     """Run ``passes`` (default: :func:`build_pipeline`) over ``gm`` in place."""
     from .graph_utils import propagate_values
 
-    structural = {"FunctionalizeInPlace", "FoldBatchNorm", "DecomposeForTosa", "ScalarsToTensors", "RemoveNoOps"}
+    structural = {"FunctionalizeInPlace", "FoldBatchNorm", "DecomposeForTosa", "ScalarsToTensors",
+                  "RemoveNoOps"}
     stale = False
     for p in passes if passes is not None else build_pipeline(ctx.profile):
         if stale and p.name not in structural and ctx.example_inputs:

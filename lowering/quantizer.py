@@ -29,7 +29,7 @@ from .graph_utils import get_constant, val
 from .ops.activation import STEP_FUNCTIONS, table_ops
 from .passes.base import PassContext
 from .passes.decompose import DecomposeForTosa, ScalarsToTensors
-from .passes.fold_batch_norm import FoldBatchNorm
+from .passes.fold_batch_norm import FoldBatchNorm, transposed_groups
 from .passes.fold_qdq import FUSED_ACTIVATIONS
 from .passes.noops import RemoveNoOps
 
@@ -106,15 +106,6 @@ class QuantConfig:
         return QuantizationSpec(dtype=torch.int8, observer_or_fake_quant_ctr=ctr, quant_min=-127,
                                 quant_max=127, qscheme=scheme,
                                 ch_axis=ch_axis if self.per_channel else None)
-
-
-def _grouped_transposed(n: fx.Node) -> bool:
-    """Whether ``n`` is a transposed convolution with more than one group."""
-    if n.target == aten.conv_transpose2d.input:
-        return len(n.args) > 6 and n.args[6] not in (None, 1)
-    if n.target == aten.convolution.default and n.args[6]:
-        return n.args[8] != 1
-    return False
 
 
 def _derive_bias_qparams(obs_or_fqs):
@@ -258,7 +249,7 @@ class TosaQuantizer(Quantizer):
                 ins[x] = act
                 # a grouped transposed conv's weight [Cin, Cout/g, ...] has no axis holding
                 # every output channel: its weights are quantized per tensor
-                wcfg = replace(cfg, per_channel=False) if _grouped_transposed(n) else cfg
+                wcfg = replace(cfg, per_channel=False) if (transposed_groups(n) or 1) != 1 else cfg
                 ins[w] = wcfg.weight_spec(ch_axis)
                 b = n.args[2] if len(n.args) > 2 else None
                 if isinstance(b, fx.Node):

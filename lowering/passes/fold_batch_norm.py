@@ -11,10 +11,18 @@ from .base import GraphPass, PassContext
 aten = torch.ops.aten
 _CONVS = {aten.conv2d.default, aten.conv1d.default, aten.convolution.default,
           aten.conv_transpose2d.input, aten.conv_transpose1d.default}
+_BNS = {aten.batch_norm.default, aten._native_batch_norm_legit_no_training.default}
 
 
-def _transposed_groups(conv: fx.Node) -> int | None:
-    """The group count of a transposed convolution, None for a forward one."""
+def transposed_groups(conv: fx.Node) -> int | None:
+    """The group count of a transposed convolution, None for a forward one.
+
+    Example:
+        >>> g = fx.Graph(); x, w = g.placeholder("x"), g.placeholder("w")
+        >>> transposed_groups(g.call_function(aten.conv_transpose2d.input,
+        ...                                   (x, w, None, 1, 0, 0, 2)))
+        2
+    """
     if conv.target in (aten.conv_transpose2d.input, aten.conv_transpose1d.default):
         return conv.args[6] if len(conv.args) > 6 and conv.args[6] is not None else 1
     if conv.target == aten.convolution.default and conv.args[6]:
@@ -32,7 +40,6 @@ def _scale_output_channels(w: torch.Tensor, scale: torch.Tensor, groups: int | N
     k = list(w.shape[2:])
     grouped = w.reshape(groups, cin // groups, og, *k)
     return (grouped * scale.reshape(groups, 1, og, *[1] * len(k))).reshape(w.shape)
-_BNS = {aten.batch_norm.default, aten._native_batch_norm_legit_no_training.default}
 
 
 class FoldBatchNorm(GraphPass):
@@ -54,7 +61,7 @@ class FoldBatchNorm(GraphPass):
             conv = bn.args[0]
             if not isinstance(conv, fx.Node) or conv.target not in _CONVS or len(conv.users) != 1:
                 continue
-            groups = _transposed_groups(conv)
+            groups = transposed_groups(conv)
             w = get_constant(gm, conv.args[1])
             b = get_constant(gm, conv.args[2]) if len(conv.args) > 2 and conv.args[2] is not None else None
             bw, bb, mean, var = (get_constant(gm, a) if a is not None else None for a in bn.args[1:5])
