@@ -73,6 +73,13 @@ def requantize(em, src: str, q_from: QParams, q_to: QParams, suffix: str,
                    out_name=out_name)
 
 
+def cast_to(em, src: str, dtype: str, suffix: str) -> str:
+    """CAST ``src`` to ``dtype`` into a new tensor (integer narrowing wraps, as in PyTorch)."""
+    out = em.new(suffix, em.writer.shapes[src], dtype)
+    em.writer.op("CAST", [src], out)
+    return out
+
+
 def zp_const(em, dtype: str, value, suffix: str) -> str:
     return em.const(suffix, [value], dtype, [1])
 

@@ -12,8 +12,8 @@ import torch.fx as fx
 from ..emitter import INT_OF
 from ..errors import LoweringError
 from ..graph_utils import val
+from .common import cast_to, fp_binary, quantize_value, requantize, rescale, select, to_int32
 from .common import compare as compare_op
-from .common import fp_binary, quantize_value, requantize, rescale, select, to_int32
 from .registry import register
 
 aten = torch.ops.aten
@@ -77,11 +77,7 @@ def _narrow_int_binary(em, node, op: str, na: str, nb: str, layout) -> str:
 
     The narrowing CAST wraps (two's complement), as PyTorch's int8/int16 arithmetic does;
     MAXIMUM/MINIMUM results fit unchanged."""
-    wide = []
-    for i, n in enumerate((na, nb)):
-        w = em.new(f"in{i}_i32", em.writer.shapes[n], "INT32")
-        em.writer.op("CAST", [n], w)
-        wide.append(w)
+    wide = [cast_to(em, n, "INT32", f"in{i}_i32") for i, n in enumerate((na, nb))]
     acc = fp_binary(em, op, wide[0], wide[1], "i32")
     out = em.out(node, layout)
     em.writer.op("CAST", [acc], out)

@@ -14,7 +14,7 @@ import torch.fx as fx
 from ..emitter import inverse
 from ..errors import LoweringError
 from ..graph_utils import val
-from .common import compare, fp_binary, requantize, select
+from .common import cast_to, compare, fp_binary, requantize, select
 from .registry import register
 
 aten = torch.ops.aten
@@ -49,16 +49,10 @@ def _transpose(em, x, perm, suffix):
     return out
 
 
-def _cast(em, x, dtype, suffix):
-    out = em.new(suffix, em.writer.shapes[x], dtype)
-    em.writer.op("CAST", [x], out)
-    return out
-
-
 def _movable(em, x, suffix):
     """``x`` in a dtype GATHER/SCATTER move (BOOL travels as INT8), and its own dtype."""
     dt = em.writer.dtypes[x]
-    return (_cast(em, x, "INT8", suffix), dt) if dt == "BOOL" else (x, dt)
+    return (cast_to(em, x, "INT8", suffix), dt) if dt == "BOOL" else (x, dt)
 
 
 def _restore(em, x, dtype, suffix, out=None):

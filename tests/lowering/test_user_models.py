@@ -174,3 +174,18 @@ def test_a_failed_whole_graph_is_never_silent(monkeypatch):
     monkeypatch.setattr(api.Emitter, "emit", refuse_first)
     with pytest.raises(LoweringError, match="synthetic refusal"):
         lowering.lower(nn.ReLU(), (_x(3),), profile="FP")
+
+
+@pytest.mark.parametrize("profile", ["FP", "INT"])
+def test_int8_arithmetic_wraps_like_pytorch(profile):
+    """int8 add/mul/max: TOSA computes them in INT32, the narrowing CAST wraps as torch does."""
+
+    class Arith(nn.Module):
+        def forward(self, x):
+            return x + x * x, torch.maximum(x, x - 3)
+
+    x = torch.randint(-128, 127, (2, 5), dtype=torch.int8, generator=torch.Generator().manual_seed(0))
+    lm = lowering.lower(Arith(), (x,), profile=profile)
+    assert lm.cpu_nodes == []
+    for got, expected in zip(lm.run(x), Arith()(x), strict=True):
+        assert torch.equal(got.to(torch.int8), expected)
