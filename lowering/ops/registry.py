@@ -27,6 +27,10 @@ def register(*targets, profiles=ALL_PROFILES) -> Callable:
         True
         >>> sorted(PROFILES[torch.ops.aten.special_entr.default])
         ['FP']
+        >>> register(torch.ops.aten.special_entr.default)(_entr)
+        Traceback (most recent call last):
+        ...
+        ValueError: aten.special_entr.default already has the emitter lowering.ops.registry._entr; cannot register _entr
         >>> del REGISTRY[torch.ops.aten.special_entr.default]
         >>> del PROFILES[torch.ops.aten.special_entr.default]
     """
@@ -37,6 +41,9 @@ def register(*targets, profiles=ALL_PROFILES) -> Callable:
 
     def deco(fn):
         for t in targets:
+            if t in REGISTRY:  # a second emitter would silently win by import order
+                raise ValueError(f"{t} already has the emitter {REGISTRY[t].__module__}."
+                                 f"{REGISTRY[t].__name__}; cannot register {fn.__name__}")
             REGISTRY[t] = fn
             PROFILES[t] = profiles
         return fn

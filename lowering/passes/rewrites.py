@@ -55,6 +55,9 @@ def rewrite(pass_name: str, *targets, profiles=ALL_PROFILES) -> Callable:
     def deco(fn):
         table = REWRITES.setdefault(pass_name, {})
         for t in targets:
+            if t in table:  # a second rewrite would silently win by import order
+                raise ValueError(f"{pass_name} already rewrites {t} with "
+                                 f"{table[t].fn.__module__}.{table[t].fn.__name__}")
             table[t] = Rewrite(pass_name, fn, profiles)
         return fn
 

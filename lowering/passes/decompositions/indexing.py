@@ -11,7 +11,7 @@ import torch
 
 from ...graph_utils import val
 from ._common import arg, decomposition
-from .shape import slice_scatter as _unit_slice_scatter
+from .shape import unit_slice_scatter
 
 aten = torch.ops.aten
 
@@ -44,7 +44,7 @@ def slice_scatter(gm, n, b):
         return None
     step = arg(n, 5, "step", 1)
     if step == 1 and vx.is_floating_point():
-        return _unit_slice_scatter(gm, n, b)
+        return unit_slice_scatter(gm, n, b)
     shape = vx.shape
     dim = arg(n, 2, "dim", 0) % len(shape)
     size = shape[dim]

@@ -1,4 +1,4 @@
-"""Data movement: split / chunk / unbind into slices, slice_scatter into slices + cat, copy,
+"""Data movement: split / chunk / unbind into slices, a unit-step slice_scatter into slices + cat, copy,
 and max_pool2d_with_indices when only the values are used."""
 
 from __future__ import annotations
@@ -49,10 +49,10 @@ def split(gm, n, b):
     return HANDLED
 
 
-@decomposition(aten.slice_scatter.default)
-def slice_scatter(gm, n, b):
+def unit_slice_scatter(gm, n, b):
     """``x`` with ``x[start:end]`` along ``dim`` replaced by ``src``: the kept parts of ``x``
-    around ``src``, concatenated (unit step; strided scatters stay on the CPU)."""
+    around ``src``, concatenated; ``None`` for a strided scatter (the caller,
+    :func:`lowering.passes.decompositions.indexing.slice_scatter`, handles those)."""
     x, src = n.args[0], n.args[1]
     shape = val(x).shape
     dim = arg(n, 2, "dim", 0) % len(shape)
