@@ -12,22 +12,10 @@ import torch
 import torch.fx as fx
 
 from .errors import LoweringError
-from .graph_utils import get_constant, target_name, val
+from .graph_utils import get_constant, inverse, permute_shape, target_name, val
+from .ops import REGISTRY
 from .qparams import QParams
-from .serialize import TORCH_TO_TOSA, TosaWriter
-
-INT_OF = {torch.int8: "INT8", torch.int16: "INT16", torch.int32: "INT32"}
-
-
-def inverse(perm):
-    inv = [0] * len(perm)
-    for i, p in enumerate(perm):
-        inv[p] = i
-    return tuple(inv)
-
-
-def permute_shape(shape, perm):
-    return [shape[p] for p in perm] if perm else list(shape)
+from .serialize import INT_OF, TORCH_TO_TOSA, TosaWriter
 
 
 def module_path(node: fx.Node) -> str:
@@ -314,7 +302,6 @@ class Emitter:
 
     # ------------------------------------------------------------------ driver
     def emit(self) -> bytes:
-        from .ops import REGISTRY
 
         for node in self.gm.graph.nodes:
             self.current = node

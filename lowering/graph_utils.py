@@ -246,3 +246,18 @@ def output_nodes(gm: fx.GraphModule) -> list:
     if isinstance(args, (list, tuple)):
         return list(args)
     return [args]
+
+
+#: The NCHW -> NHWC permutation, the layout TOSA's spatial operators use.
+NHWC = (0, 2, 3, 1)
+
+
+def inverse(perm):
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return tuple(inv)
+
+
+def permute_shape(shape, perm):
+    return [shape[p] for p in perm] if perm else list(shape)

@@ -26,7 +26,7 @@ from torchao.quantization.pt2e.quantizer import (
 )
 
 from .graph_utils import get_constant, val
-from .ops.activation import STEP_FUNCTIONS, table_ops
+from .ops.registry import STEP_FUNCTIONS, table_ops
 from .passes.base import PassContext
 from .passes.decompose import DecomposeForTosa, ScalarsToTensors
 from .passes.fold_batch_norm import FoldBatchNorm, transposed_groups

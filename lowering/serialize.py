@@ -30,6 +30,9 @@ NP_OF = {
     "SHAPE": np.int64,
 }
 
+#: torch integer dtype -> the TOSA integer type of the same width.
+INT_OF = {torch.int8: "INT8", torch.int16: "INT16", torch.int32: "INT32"}
+
 TORCH_TO_TOSA = {
     torch.float32: "FP32",
     torch.float16: "FP16",

@@ -9,8 +9,8 @@ import math
 import numpy as np
 import torch
 
-from ..emitter import INT_OF
 from ..errors import LoweringError
+from ..serialize import INT_OF
 from .common import (
     clamp,
     compare,
@@ -23,7 +23,7 @@ from .common import (
     rescale,
     select,
 )
-from .registry import register
+from .registry import STEP_FUNCTIONS, TABLE_OPS, register
 
 aten = torch.ops.aten
 qd = torch.ops.quantized_decomposed
@@ -140,9 +140,6 @@ def table(em, node, fn, x_node, layout, out=None):
 #: (FP32, or an integer type for the ops that keep it: abs, neg, rounding). In INT each of
 #: these ops is one TABLE (:func:`table`) of the op itself.
 FP_BUILDERS: dict = {}
-#: Ops whose value jumps (floor, round, sign...): a TABLE must hold every input value, which
-#: the int8 TABLE does and the interpolating int16 TABLE (513 samples) does not.
-STEP_FUNCTIONS: set = set()
 
 
 def unary_function(*targets, step: bool = False):
@@ -165,22 +162,13 @@ def unary_function(*targets, step: bool = False):
 
         for t in targets:
             FP_BUILDERS[t] = fn
+            TABLE_OPS.add(t)
             if step:
                 STEP_FUNCTIONS.add(t)
         register(*targets)(emit)
         return fn
 
     return deco
-
-
-def table_ops() -> frozenset:
-    """The ops lowered as one TABLE in INT (every :func:`unary_function`).
-
-    Example:
-        >>> aten.tanh.default in table_ops()
-        True
-    """
-    return frozenset(FP_BUILDERS)
 
 
 def _emit_unary(em, node, fp_builder):

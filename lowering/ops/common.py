@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..qparams import QParams, quantize_scales
-from ..serialize import clamp_bytes
+from ..serialize import INT_OF, clamp_bytes
 
 FP_MAX = float(np.finfo(np.float32).max)
 
@@ -67,7 +67,6 @@ def requantize(em, src: str, q_from: QParams, q_to: QParams, suffix: str,
     """Rescale between two per-tensor quantizations (no-op when equal)."""
     if q_from.s == q_to.s and q_from.zp == q_to.zp and q_from.dtype == q_to.dtype and out_name is None:
         return src
-    from ..emitter import INT_OF
 
     return rescale(em, src, INT_OF[q_to.dtype], q_from.s / q_to.s, q_from.zp, q_to.zp, suffix,
                    out_name=out_name)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..emitter import INT_OF
 from ..errors import LoweringError
-from ..passes.layout import NHWC
+from ..graph_utils import NHWC
+from ..serialize import INT_OF
 from .common import int48_prescale_shift, int48_to_int32, rescale
 from .registry import register
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import torch
 import torch.fx as fx
 
-from ..emitter import INT_OF
 from ..errors import LoweringError
 from ..graph_utils import val
+from ..serialize import INT_OF
 from .common import cast_to, fp_binary, quantize_value, requantize, rescale, select, to_int32
 from .common import compare as compare_op
 from .registry import register

@@ -11,9 +11,8 @@ import numpy as np
 import torch
 import torch.fx as fx
 
-from ..emitter import inverse
 from ..errors import LoweringError
-from ..graph_utils import val
+from ..graph_utils import inverse, val
 from .common import cast_to, compare, fp_binary, requantize, select
 from .registry import register
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..emitter import INT_OF
 from ..errors import LoweringError
+from ..serialize import INT_OF
 from .common import rescale
 from .registry import register
 

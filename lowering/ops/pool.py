@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..emitter import INT_OF
-from ..passes.layout import NHWC
+from ..graph_utils import NHWC
+from ..serialize import INT_OF
 from .common import FP_MAX, requantize, rescale
 from .conv import _crop, _pair
 from .registry import register

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..emitter import INT_OF, inverse
 from ..errors import LoweringError
-from ..passes.layout import NHWC
+from ..graph_utils import NHWC, inverse
+from ..serialize import INT_OF
 from .common import fp_binary, fp_scalar, fp_unary, requantize, rescale, to_int32
 from .pool import avg_pool
 from .registry import register

@@ -8,6 +8,12 @@ from collections.abc import Callable
 ALL_PROFILES = frozenset({"INT", "FP"})
 
 REGISTRY: dict = {}
+#: Ops lowered as one TABLE in INT (filled by :func:`lowering.ops.activation.unary_function`);
+#: here, in the leaf module, so the layout pass and the quantizer need no visitor module.
+TABLE_OPS: set = set()
+#: Ops whose value jumps (floor, round, sign...): a TABLE must hold every input value, which
+#: the int8 TABLE does and the interpolating int16 TABLE (513 samples) does not.
+STEP_FUNCTIONS: set = set()
 #: aten op -> the profiles its emitter lowers it in (an op outside them stays on the CPU).
 PROFILES: dict = {}
 
@@ -49,3 +55,14 @@ def register(*targets, profiles=ALL_PROFILES) -> Callable:
         return fn
 
     return deco
+
+
+def table_ops() -> frozenset:
+    """The ops lowered as one TABLE in INT (every ``unary_function``).
+
+    Example:
+        >>> import torch, lowering
+        >>> torch.ops.aten.tanh.default in table_ops()
+        True
+    """
+    return frozenset(TABLE_OPS)

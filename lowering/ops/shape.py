@@ -6,9 +6,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..emitter import inverse, permute_shape
 from ..errors import LoweringError
-from ..passes.layout import NHWC
+from ..graph_utils import NHWC, inverse, permute_shape
 from .common import requantize
 from .registry import register
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 import torch
 import torch.fx as fx
 
-from ..graph_utils import get_constant, val
+from ..graph_utils import NHWC, get_constant, val
+from ..ops.registry import table_ops
 from .base import GraphPass, PassContext
 
 aten = torch.ops.aten
-NHWC = (0, 2, 3, 1)
 
 SPATIAL = {
     aten.conv2d.default, aten.convolution.default, aten.max_pool2d.default,
@@ -66,8 +66,6 @@ class AssignNHWCLayout(GraphPass):
     """
 
     def run(self, gm: fx.GraphModule, ctx: PassContext) -> None:
-        from ..ops.activation import table_ops  # the visitors import this module
-
         elementwise = ELEMENTWISE | table_ops()
         for n in gm.graph.nodes:
             n.meta["layout"] = None
