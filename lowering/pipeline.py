@@ -39,21 +39,32 @@ def build_pipeline(profile: str) -> list[GraphPass]:
             ScalarsToTensors(), RemoveNoOps(), *int64, AssignNHWCLayout()]
 
 
+def annotation_passes() -> list[GraphPass]:
+    """INT only: the passes run on the float graph before PT2E annotation
+    (:meth:`lowering.quantizer.TosaQuantizer.transform_for_annotation`), so the ops they
+    produce get observers like any others; :func:`build_pipeline` ("INT") continues after
+    ``convert_pt2e``.
+
+    Example:
+        >>> [p.name for p in annotation_passes()]
+        ['RemoveNoOps', 'FoldBatchNorm', 'DecomposeForTosa', 'ScalarsToTensors']
+    """
+    return [RemoveNoOps(), FoldBatchNorm(), DecomposeForTosa(), ScalarsToTensors()]
+
+
 def run_pipeline(gm: fx.GraphModule, ctx: PassContext, passes: list[GraphPass] | None = None,
                  log: list | None = None) -> fx.GraphModule:
     """Run ``passes`` (default: :func:`build_pipeline`) over ``gm`` in place."""
     from .graph_utils import propagate_values
 
-    structural = {"FunctionalizeInPlace", "FoldBatchNorm", "DecomposeForTosa", "ScalarsToTensors",
-                  "RemoveNoOps"}
     stale = False
     for p in passes if passes is not None else build_pipeline(ctx.profile):
-        if stale and p.name not in structural and ctx.example_inputs:
+        if stale and not p.restructures and ctx.example_inputs:
             propagate_values(gm, ctx.example_inputs)  # value metadata for new nodes
             stale = False
         p(gm, ctx)
         if log is not None:
             log.append(p.name)
-        if p.name in structural and ctx.profile != "INT":
+        if p.restructures and ctx.profile != "INT":
             stale = True
     return gm

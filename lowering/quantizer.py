@@ -28,10 +28,9 @@ from torchao.quantization.pt2e.quantizer import (
 from .graph_utils import get_constant, val
 from .ops.registry import STEP_FUNCTIONS, table_ops
 from .passes.base import PassContext
-from .passes.decompose import DecomposeForTosa, ScalarsToTensors
-from .passes.fold_batch_norm import FoldBatchNorm, transposed_groups
+from .passes.fold_batch_norm import transposed_groups
 from .passes.fold_qdq import FUSED_ACTIVATIONS
-from .passes.noops import RemoveNoOps
+from .pipeline import annotation_passes
 
 aten = torch.ops.aten
 
@@ -212,7 +211,7 @@ class TosaQuantizer(Quantizer):
         if self.example_inputs and any("tv_val" not in n.meta for n in model.graph.nodes
                                        if n.op in ("placeholder", "call_function")):
             propagate_values(model, self.example_inputs)
-        for p in (RemoveNoOps(), FoldBatchNorm(), DecomposeForTosa(), ScalarsToTensors()):
+        for p in annotation_passes():
             p(model, ctx)
         if self.example_inputs:
             propagate_values(model, self.example_inputs)

@@ -31,6 +31,10 @@ class GraphPass:
         'Nothing'
     """
 
+    #: Whether the pass adds or replaces nodes, so that value metadata ("tv_val") must be
+    #: propagated again before a pass that reads it (the pipeline does that lazily).
+    restructures: bool = False
+
     @property
     def name(self) -> str:
         return type(self).__name__

@@ -40,6 +40,8 @@ class DecomposeForTosa(GraphPass):
         ['amax.default', 'exp.default', 'mul.Tensor', 'reciprocal.default', 'sub.Tensor', 'sum.dim_IntList']
     """
 
+    restructures = True
+
     def __init__(self, extra: dict | None = None):
         self.extra = dict(extra or {})
 
@@ -151,6 +153,8 @@ class ScalarsToTensors(GraphPass):
         >>> [n.op for n in gm.graph.nodes]
         ['placeholder', 'get_attr', 'call_function', 'output']
     """
+
+    restructures = True
 
     def run(self, gm: fx.GraphModule, ctx: PassContext) -> None:
         apply_rewrites(gm, rewrites_for(SCALARS_PASS, ctx.profile), ctx.profile)

@@ -54,6 +54,8 @@ class FoldBatchNorm(GraphPass):
         ['aten.conv2d.default']
     """
 
+    restructures = True
+
     def run(self, gm: fx.GraphModule, ctx: PassContext) -> None:
         for bn in list(gm.graph.nodes):
             if bn.op != "call_function" or bn.target not in _BNS:

@@ -196,5 +196,7 @@ class FunctionalizeInPlace(GraphPass):
         ['aten.add.Tensor', 'aten.add.Tensor', 'aten.hardswish.default']
     """
 
+    restructures = True
+
     def run(self, gm: fx.GraphModule, ctx: PassContext) -> None:
         functionalize(gm)

@@ -57,6 +57,8 @@ class RemoveNoOps(GraphPass):
         ['aten.add.Tensor']
     """
 
+    restructures = True
+
     def run(self, gm: fx.GraphModule, ctx: PassContext) -> None:
         for n in gm.graph.nodes:
             base = copy_variant_base(n.target) if n.op == "call_function" else None
