@@ -320,7 +320,7 @@ def npz_members(path: str | os.PathLike, what: str,
                 expected: Mapping[str, tuple[str, tuple[int, ...]] | None] | None = None) -> dict[str, int]:
     """Check an ``.npz`` archive without decompressing it: each member's declared sizes (zip
     directory and ``.npy`` header) against each other, their total against the memory budget,
-    and, with ``expected`` (member name -> (dtype, shape) or None), the names, dtypes and shapes.
+    and, with ``expected`` (member name -> (numpy dtype.str, shape) or None), the names, dtypes and shapes.
     Returns the data bytes per member name.
     """
     label = f"{what} {str(path)!r}"
@@ -343,8 +343,8 @@ def npz_members(path: str | os.PathLike, what: str,
                         raise TosaInputError(f"{member}: its header declares {nbytes} data bytes, "
                                              f"the archive holds {info.file_size - stream.tell()}")
                 want = expected.get(name) if expected is not None else None
-                if want is not None and (str(dtype) != want[0] or shape != tuple(want[1])):
-                    raise TosaInputError(f"{member}: {dtype}{list(shape)}, the manifest says "
+                if want is not None and (dtype.str != want[0] or shape != tuple(want[1])):
+                    raise TosaInputError(f"{member}: {dtype.str}{list(shape)}, the manifest says "
                                          f"{want[0]}{list(want[1])}")
                 sizes[name] = nbytes
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, NotImplementedError) as exc:
