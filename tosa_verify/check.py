@@ -275,19 +275,41 @@ class _Progress:
 
 
 @contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    """Silence Python warnings and the torch/torchao loggers' warnings during a step."""
+def _quiet(*, stderr: bool = False) -> Iterator[None]:
+    """Silence Python warnings and the torch/torchao loggers' warnings during a step.
+
+    ``stderr=True`` also discards whatever is written to stderr meanwhile (torch.export prints
+    partial graphs there on failure, torch's own log handlers bypass the levels set here), so
+    a failing step still ends in one error line; ``TOSA_VERIFY_DEBUG=1`` keeps it all.
+    """
     loggers = [logging.getLogger(name) for name in ("torch", "torchao", "torch.utils._pytree")]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
         lg.setLevel(logging.ERROR)
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), contextlib.ExitStack() as stack:
             warnings.simplefilter("ignore")
+            if stderr and not os.environ.get("TOSA_VERIFY_DEBUG"):
+                stack.enter_context(_stderr_discarded())
             yield
     finally:
         for lg, level in zip(loggers, levels, strict=True):
             lg.setLevel(level)
+
+
+@contextlib.contextmanager
+def _stderr_discarded() -> Iterator[None]:
+    """Send both ``sys.stderr`` and file descriptor 2 to /dev/null for the duration."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(os.devnull, "w") as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            with contextlib.redirect_stderr(sink):
+                yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
 
 
 # --------------------------------------------------------------------------- the check
@@ -353,7 +375,7 @@ def _run(args: argparse.Namespace, progress: _Progress) -> _State:
                 raise CheckError(str(exc)) from None
 
     # 1. quantize and lower
-    with progress.step(1, STEPS[0]) as info, _quiet():
+    with progress.step(1, STEPS[0]) as info, _quiet(stderr=True):
         st.model = load_model(args.model)
         import lowering
 

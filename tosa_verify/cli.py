@@ -107,13 +107,14 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 def _cmd_lower(args: argparse.Namespace) -> int:
     # check.py is the one tosa_verify module allowed to reach into lowering (the CLI join point).
-    from .check import load_model, quant_config_from_args
+    from .check import _quiet, load_model, quant_config_from_args
 
-    model = load_model(args.model)
-    import lowering
+    with _quiet(stderr=True):  # torch's warnings and dumps are not ours to print; our error line is
+        model = load_model(args.model)
+        import lowering
 
-    lowered = lowering.lower(model.module.eval(), model.example_inputs, profile=args.profile,
-                             quantization=quant_config_from_args(args), calibration=model.calibration)
+        lowered = lowering.lower(model.module.eval(), model.example_inputs, profile=args.profile,
+                                 quantization=quant_config_from_args(args), calibration=model.calibration)
     out = lowered.save(args.output_dir)
     graphs = sorted(p.name for p in out.glob("*.tosa"))
     print(f"{model.name}: {args.profile}, {sum(lowered.op_counts.values())} TOSA operators, "
@@ -143,6 +144,14 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(EXIT_ERROR, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n")
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        # argparse reports a verb's unknown options from the top parser; name the verb instead.
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:
+            verbs = next((a.choices for a in self._actions if isinstance(a, argparse._SubParsersAction)), {})
+            verbs.get(getattr(parsed, "verb", None), self).error(f"unrecognized arguments: {' '.join(extra)}")
+        return parsed
 
 
 def _size(text: str) -> int:

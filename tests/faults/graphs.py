@@ -86,3 +86,13 @@ def tile_chain(factors: Sequence[int], start: int = 1024) -> bytes:
         _tensor(main, f"t{k}", (size,), INT8, role="out" if k == count else "")
         _op(main, ts.Op.TILE, [f"t{k - 1}", multiples], [f"t{k}"], "TileAttribute")
     return ser.serialize()
+
+
+def add() -> bytes:
+    """y = a + b on INT32[2, 3] (a valid graph to aim bad arguments at)."""
+    ser = _serializer()
+    main = ser.regions[0].basicBlocks[0]
+    for name, role in (("a", "in"), ("b", "in"), ("y", "out")):
+        _tensor(main, name, (2, 3), INT32, role=role)
+    _op(main, ts.Op.ADD, ["a", "b"], ["y"], "AddAttribute")
+    return ser.serialize()
