@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import resource
 import subprocess
 import sys
 import time
@@ -60,7 +59,3 @@ def assert_one_line_error(outcome: Outcome | tuple[int, str], verb: str, *, cont
     assert contains in lines[0], lines[0]
     return lines[0]
 
-
-def child_peak_rss() -> int:
-    """Peak RSS in bytes over every child process waited for so far."""
-    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
