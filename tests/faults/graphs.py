@@ -13,31 +13,12 @@ from collections.abc import Sequence
 import numpy as np
 import tosa_serializer as ts
 
+# the graph-building helpers of the control-flow tests: one way to write a tensor or an operator
+from tests.ops.test_control_flow_variables import GraphBuilder
+from tests.ops.test_control_flow_variables import op as _op
+from tests.ops.test_control_flow_variables import tensor as _tensor
+
 INT8, INT32, BOOL = ts.DType.INT8, ts.DType.INT32, ts.DType.BOOL
-
-
-def _serializer():
-    return ts.TosaSerializer("", targetMajor=1, targetMinor=0, targetPatch=0, targetDraft=False)
-
-
-def _tensor(block, name: str, shape: Sequence[int], dtype, data=None, role: str = "") -> None:
-    block.addTensor(name, list(shape), dtype, data, "", False, False, "")
-    if role == "in":
-        block.addInput(name)
-    elif role == "out":
-        block.addOutput(name)
-
-
-def _op(block, code, inputs: Sequence[str], outputs: Sequence[str], attribute: str, *args) -> None:
-    attr = ts.TosaSerializerAttribute()
-    getattr(attr, attribute)(*args)
-    block.addOperator(code, list(inputs), list(outputs), attr)
-
-
-def _block(ser, name: str):
-    ser.startRegion(name)
-    ser.addBasicBlock(name)
-    return ser.regions[-1].basicBlocks[-1]
 
 
 def _forever(block) -> None:
@@ -51,30 +32,30 @@ def _forever(block) -> None:
 
 def nested_loops() -> bytes:
     """y = WHILE(true) { WHILE(true) { x + 1 } } on x: INT32[1] (never ends without a budget)."""
-    ser = _serializer()
-    main = ser.regions[0].basicBlocks[0]
+    g = GraphBuilder()
+    main = g.main
     _tensor(main, "x", (1,), INT32, role="in")
     _tensor(main, "y", (1,), INT32, role="out")
     _op(main, ts.Op.WHILE_LOOP, ["x"], ["y"], "WhileLoopAttribute", "OUTER_COND", "OUTER_BODY")
-    _forever(_block(ser, "OUTER_COND"))
-    outer = _block(ser, "OUTER_BODY")
+    _forever(g.block("OUTER_COND"))
+    outer = g.block("OUTER_BODY")
     _tensor(outer, "x", (1,), INT32, role="in")
     _tensor(outer, "y", (1,), INT32, role="out")
     _op(outer, ts.Op.WHILE_LOOP, ["x"], ["y"], "WhileLoopAttribute", "INNER_COND", "INNER_BODY")
-    _forever(_block(ser, "INNER_COND"))
-    inner = _block(ser, "INNER_BODY")
+    _forever(g.block("INNER_COND"))
+    inner = g.block("INNER_BODY")
     _tensor(inner, "x", (1,), INT32, role="in")
     _tensor(inner, "one", (1,), INT32, np.array([1], np.int32))
     _tensor(inner, "y", (1,), INT32, role="out")
     _op(inner, ts.Op.CONST, [], ["one"], "ConstAttribute")
     _op(inner, ts.Op.ADD, ["x", "one"], ["y"], "AddAttribute")
-    return ser.serialize()
+    return g.to_bytes()
 
 
 def tile_chain(factors: Sequence[int], start: int = 1024) -> bytes:
     """x: INT8[start] through one TILE per entry of ``factors`` (each multiplies the size)."""
-    ser = _serializer()
-    main = ser.regions[0].basicBlocks[0]
+    g = GraphBuilder()
+    main = g.main
     _tensor(main, "t0", (start,), INT8, role="in")
     size = start
     count = len(factors)
@@ -85,14 +66,14 @@ def tile_chain(factors: Sequence[int], start: int = 1024) -> bytes:
         _op(main, ts.Op.CONST_SHAPE, [], [multiples], "ConstShapeAttribute")
         _tensor(main, f"t{k}", (size,), INT8, role="out" if k == count else "")
         _op(main, ts.Op.TILE, [f"t{k - 1}", multiples], [f"t{k}"], "TileAttribute")
-    return ser.serialize()
+    return g.to_bytes()
 
 
 def add() -> bytes:
     """y = a + b on INT32[2, 3] (a valid graph to aim bad arguments at)."""
-    ser = _serializer()
-    main = ser.regions[0].basicBlocks[0]
+    g = GraphBuilder()
+    main = g.main
     for name, role in (("a", "in"), ("b", "in"), ("y", "out")):
         _tensor(main, name, (2, 3), INT32, role=role)
     _op(main, ts.Op.ADD, ["a", "b"], ["y"], "AddAttribute")
-    return ser.serialize()
+    return g.to_bytes()
