@@ -315,3 +315,21 @@ def test_missing_is_missing(tmp_path: Path) -> None:
         store.read(CASE)
     with pytest.raises(GoldenMissingError, match="does not exist"):
         diff(tmp_path / "nope1", tmp_path / "nope2")
+
+
+def test_a_writer_that_cannot_get_the_lock_is_told(tmp_path: Path) -> None:
+    import fcntl
+
+    from golden.store import GoldenBusyError
+
+    store = GoldenStore(tmp_path)
+    store.write(CASE, golden(0))
+    with open(store.path(CASE) / LOCK, "rb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # another writer, mid-update
+        start = time.monotonic()
+        with pytest.raises(GoldenBusyError, match="being written by another process"):
+            store.write(CASE, golden(1), update=True, lock_timeout=0.3)
+        assert 0.3 <= time.monotonic() - start < 10
+        assert int(store.read(CASE).outputs["y"][0]) == 0  # readers never wait for the lock
+    store.write(CASE, golden(1), update=True)
+    assert int(store.read(CASE).outputs["y"][0]) == 1
