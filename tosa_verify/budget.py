@@ -198,10 +198,17 @@ def _tensor_bytes(decl: Any) -> int:
     return _elements(decl) * max(itemsize, 1)
 
 
-def _block_need(graph: Any, block: Any, active: set[str], sizes: list[tuple[int, str, Any]]) -> int:
+def _block_need(graph: Any, block: Any, active: set[str], memo: dict[str, int],
+                sizes: list[tuple[int, str, Any]]) -> int:
     """Bytes ``block`` holds while it runs: every tensor it declares (the interpreter keeps a
     block's values until the block ends), plus the worst operator's 64-bit working copy of its
-    output, plus what the sub-graphs a control-flow operator runs need on top."""
+    output, plus what the sub-graphs a control-flow operator runs need on top.
+
+    ``memo`` holds each block's figure once computed: a graph may name the same sub-graph from
+    many operators (or as both branches at every nesting level), which must not cost 2**depth.
+    """
+    if block.name in memo:
+        return memo[block.name]
     decls = {**block.shapes, **block.tensors}
     total = 0
     for decl in decls.values():
@@ -221,13 +228,14 @@ def _block_need(graph: Any, block: Any, active: set[str], sizes: list[tuple[int,
                 sub = graph.block(name)
             except Exception:  # noqa: BLE001 - a missing sub-graph fails at run time, clearly
                 continue
-            subs.append(_block_need(graph, sub, active, sizes))
+            subs.append(_block_need(graph, sub, active, memo, sizes))
         if op.op == "WHILE_LOOP":
             extra += sum(subs)  # the body's result list is alive while the condition runs
         elif subs:
             extra += max(subs)
         worst = max(worst, extra)
-    return total + worst
+    memo[block.name] = total + worst
+    return memo[block.name]
 
 
 def graph_memory(graph: Any) -> tuple[int, list[tuple[int, str, Any]]]:
@@ -236,7 +244,7 @@ def graph_memory(graph: Any) -> tuple[int, list[tuple[int, str, Any]]]:
     >>> need, largest = graph_memory(tosa_verify.load("model.tosa"))   # doctest: +SKIP
     """
     sizes: list[tuple[int, str, Any]] = []
-    need = _block_need(graph, graph.main, set(), sizes)
+    need = _block_need(graph, graph.main, set(), {}, sizes)
     sizes.sort(key=lambda s: -s[0])
     return need, sizes
 

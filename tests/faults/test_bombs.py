@@ -163,3 +163,16 @@ def test_saved_variable_state_of_the_wrong_dtype_is_an_input_error() -> None:
         with pytest.raises(TosaInputError, match=match):
             tosa_verify.run(data, [x], variables={"state": wrong})
 
+
+
+def test_the_memory_bound_of_shared_sub_graphs_costs_no_more_than_their_number() -> None:
+    """60 COND_IFs nested, each naming the next level as both branches: 2**60 paths, 61 blocks.
+    Each level declares c (BOOL, 1 byte), x and y (INT8[3]) and runs one operator with an
+    INT8[3] output (a 64-bit working copy: 24 bytes), so the bound is 31 bytes per level."""
+    from tests.ops.test_control_flow_variables import nested_cond_if_graph
+
+    graph = tosa_verify.load(nested_cond_if_graph(60))
+    start = time.monotonic()
+    need, _ = budget.graph_memory(graph)
+    assert time.monotonic() - start < 5
+    assert need == 31 * 61
