@@ -74,8 +74,9 @@ def _kill_during_updates(tmp_path: Path, kills: int) -> None:
     store.write(CASE, golden(-1), update=True)
     _assert_clean(store)
     assert int(store.read(CASE).outputs["y"][0]) == -1
-    assert len(seen_values) > 1  # the kills did land at different points of the update loop
-    assert mid_write > 0  # and some in the middle of a write, leaving its staging or version behind
+    # some kills landed in the middle of a write (its staging, pointer or version left behind);
+    # which write they hit depends on the machine's load, so the values seen are not asserted
+    assert mid_write > 0, seen_values
 
 
 def test_ten_kills_during_golden_updates(tmp_path: Path) -> None:
