@@ -6,8 +6,11 @@ stop such graphs with one :class:`~tosa_verify.errors.TosaError` instead of a ha
 out-of-memory kill:
 
 * **execution budget**: the total number of operators run inside control-flow sub-graphs
-  (COND_IF branches, WHILE_LOOP conditions and bodies, at every nesting level) in one run.
-  Default :data:`DEFAULT_MAX_OPERATIONS`; ``TOSA_VERIFY_MAX_OPS`` or :func:`limits` change it.
+  (COND_IF branches, WHILE_LOOP conditions and bodies, at every nesting level) in one run,
+  default :data:`DEFAULT_MAX_OPERATIONS` (``TOSA_VERIFY_MAX_OPS``), and the wall-clock time
+  control flow may take, default :data:`DEFAULT_MAX_SECONDS` (``TOSA_VERIFY_MAX_SECONDS``): the
+  count is the reproducible limit, the clock the guarantee on a loaded machine. :func:`limits`
+  changes both.
 * **memory budget**: before anything runs, the bytes the graph's tensors need (shapes are
   static) are bounded and a graph over the budget is refused, naming its largest tensors. The
   same budget bounds ``.npy``/``.npz`` files before they are decompressed or allocated. Default:
@@ -28,6 +31,7 @@ import contextlib
 import contextvars
 import os
 import re
+import time
 import zipfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -42,6 +46,9 @@ from .errors import TosaInputError, TosaLimitError, TosaSizeError
 DEFAULT_MAX_OPERATIONS = 50_000
 ENV_MAX_MEMORY = "TOSA_VERIFY_MAX_MEMORY"
 ENV_MAX_OPERATIONS = "TOSA_VERIFY_MAX_OPS"
+#: Seconds of control flow per run before the run is stopped, whatever the operator count.
+DEFAULT_MAX_SECONDS = 15.0
+ENV_MAX_SECONDS = "TOSA_VERIFY_MAX_SECONDS"
 
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
@@ -51,6 +58,7 @@ _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNO
 class _Limits:
     max_memory: int | None = None
     max_operations: int | None = None
+    max_seconds: float | None = None
 
 
 _current: contextvars.ContextVar[_Limits] = contextvars.ContextVar("tosa_verify_limits", default=_Limits())  # noqa: B039 - frozen
@@ -135,8 +143,26 @@ def max_operations() -> int:
     return DEFAULT_MAX_OPERATIONS
 
 
+def max_seconds() -> float:
+    """The wall-clock budget (seconds of control flow per run) now in force."""
+    limits = _current.get()
+    if limits.max_seconds is not None:
+        return limits.max_seconds
+    env = os.environ.get(ENV_MAX_SECONDS)
+    if env:
+        try:
+            value = float(env)
+        except ValueError:
+            raise TosaInputError(f"{ENV_MAX_SECONDS}: not a number: {env!r}") from None
+        if value > 0:
+            return value
+        raise TosaInputError(f"{ENV_MAX_SECONDS}: must be positive, got {env!r}")
+    return DEFAULT_MAX_SECONDS
+
+
 @contextlib.contextmanager
-def limits(*, max_memory: str | int | None = None, max_operations: int | None = None) -> Iterator[None]:
+def limits(*, max_memory: str | int | None = None, max_operations: int | None = None,
+           max_seconds: float | None = None) -> Iterator[None]:
     """Run the enclosed code with other budgets (``None`` keeps the one in force).
 
     >>> with limits(max_operations=1000):       # doctest: +SKIP
@@ -145,9 +171,12 @@ def limits(*, max_memory: str | int | None = None, max_operations: int | None = 
     current = _current.get()
     if max_operations is not None and (not isinstance(max_operations, int) or max_operations <= 0):
         raise ValueError(f"max_operations must be a positive int, got {max_operations!r}")
+    if max_seconds is not None and not max_seconds > 0:
+        raise ValueError(f"max_seconds must be positive, got {max_seconds!r}")
     token = _current.set(_Limits(
         parse_size(max_memory) if max_memory is not None else current.max_memory,
         max_operations if max_operations is not None else current.max_operations,
+        float(max_seconds) if max_seconds is not None else current.max_seconds,
     ))
     try:
         yield
@@ -163,18 +192,26 @@ def charge(call: Any, block: Any) -> None:
 
     Called by the control-flow operators (``call`` is their ``OpCall``) for every sub-graph they
     run; raises :class:`TosaLimitError` naming the operator and sub-graph once the total of the
-    run (all nesting levels together) passes the budget.
+    run (all nesting levels together) passes the operator budget, or control flow has run
+    longer than the time budget.
     """
     runtime = call.runtime
     state = runtime.__dict__.get("_execution_budget")
     if state is None:
-        state = runtime.__dict__["_execution_budget"] = [0, max_operations()]
+        seconds = max_seconds()
+        state = runtime.__dict__["_execution_budget"] = [0, max_operations(), time.monotonic() + seconds, seconds]
     state[0] += max(len(block.operators), 1)
     if state[0] > state[1]:
         raise TosaLimitError(
             f"{call._where()}: execution budget exhausted before sub-graph {block.name!r}: control flow "
             f"ran more than {state[1]} operators in this run (set {ENV_MAX_OPERATIONS} or "
             f"tosa_verify.budget.limits(max_operations=...) for longer runs)"
+        )
+    if time.monotonic() > state[2]:
+        raise TosaLimitError(
+            f"{call._where()}: execution budget exhausted before sub-graph {block.name!r}: control flow "
+            f"ran longer than {state[3]:g} s ({state[0]} operators) in this run (set {ENV_MAX_SECONDS} or "
+            f"tosa_verify.budget.limits(max_seconds=...) for longer runs)"
         )
 
 
