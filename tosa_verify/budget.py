@@ -126,38 +126,30 @@ def max_memory() -> int:
     return _memory_source()[0]
 
 
+def _positive_env(name: str, kind: type, default: float) -> Any:
+    """The positive number of ``kind`` in environment variable ``name``, else ``default``."""
+    env = os.environ.get(name)
+    if not env:
+        return default
+    try:
+        value = kind(env)
+    except ValueError:
+        raise TosaInputError(f"{name}: not a {'whole ' if kind is int else ''}number: {env!r}") from None
+    if not value > 0:
+        raise TosaInputError(f"{name}: must be positive, got {env!r}")
+    return value
+
+
 def max_operations() -> int:
     """The execution budget (operators run in control-flow sub-graphs per run) now in force."""
-    limits = _current.get()
-    if limits.max_operations is not None:
-        return limits.max_operations
-    env = os.environ.get(ENV_MAX_OPERATIONS)
-    if env:
-        try:
-            value = int(env)
-        except ValueError:
-            raise TosaInputError(f"{ENV_MAX_OPERATIONS}: not a whole number: {env!r}") from None
-        if value > 0:
-            return value
-        raise TosaInputError(f"{ENV_MAX_OPERATIONS}: must be positive, got {env!r}")
-    return DEFAULT_MAX_OPERATIONS
+    limit = _current.get().max_operations
+    return limit if limit is not None else _positive_env(ENV_MAX_OPERATIONS, int, DEFAULT_MAX_OPERATIONS)
 
 
 def max_seconds() -> float:
     """The wall-clock budget (seconds of control flow per run) now in force."""
-    limits = _current.get()
-    if limits.max_seconds is not None:
-        return limits.max_seconds
-    env = os.environ.get(ENV_MAX_SECONDS)
-    if env:
-        try:
-            value = float(env)
-        except ValueError:
-            raise TosaInputError(f"{ENV_MAX_SECONDS}: not a number: {env!r}") from None
-        if value > 0:
-            return value
-        raise TosaInputError(f"{ENV_MAX_SECONDS}: must be positive, got {env!r}")
-    return DEFAULT_MAX_SECONDS
+    limit = _current.get().max_seconds
+    return limit if limit is not None else _positive_env(ENV_MAX_SECONDS, float, DEFAULT_MAX_SECONDS)
 
 
 @contextlib.contextmanager

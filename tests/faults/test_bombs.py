@@ -188,3 +188,22 @@ def test_the_memory_bound_of_shared_sub_graphs_costs_no_more_than_their_number()
     need, _ = budget.graph_memory(graph)
     assert time.monotonic() - start < 5
     assert need == 31 * 61
+
+
+def test_budget_settings_are_parsed_or_refused_clearly(monkeypatch) -> None:
+    assert [budget.parse_size(t) for t in ("1K", "1.5M", "2G", "2gb", "4096")] == [1024, 3 << 19, 2 * GIB, 2 * GIB, 4096]
+    for bad in ("", "-1G", "0", "1Q", "lots"):
+        with pytest.raises(ValueError, match="invalid size"):
+            budget.parse_size(bad)
+    monkeypatch.setenv(budget.ENV_MAX_OPERATIONS, "12")
+    monkeypatch.setenv(budget.ENV_MAX_SECONDS, "2.5")
+    monkeypatch.setenv(budget.ENV_MAX_MEMORY, "3M")
+    assert (budget.max_operations(), budget.max_seconds(), budget.max_memory()) == (12, 2.5, 3 << 20)
+    with budget.limits(max_operations=7, max_memory="1K"):
+        assert (budget.max_operations(), budget.max_memory()) == (7, 1024)
+    for name, value in ((budget.ENV_MAX_OPERATIONS, "1.5"), (budget.ENV_MAX_SECONDS, "-1"),
+                        (budget.ENV_MAX_MEMORY, "much")):
+        monkeypatch.setenv(name, value)
+        with pytest.raises(TosaInputError, match=name):
+            (budget.max_operations(), budget.max_seconds(), budget.max_memory())
+        monkeypatch.delenv(name)
