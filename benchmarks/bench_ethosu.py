@@ -51,7 +51,7 @@ def run(models: list[str], targets: list[str], repeats: int) -> int:
     """Run the benchmark and print one row per (model, target); return the exit status."""
     # Warm up imports and caches of both flows so no row pays one-off costs.
     warm = _peer.lower_with_executorch(models[0], targets[0])
-    compile_tosa(warm.tosa, targets[0])
+    compile_tosa(warm.tosa, targets[0], isolate=False)
     _peer.executorch_vela_compile(warm.tosa, targets[0])
 
     header = (
@@ -66,7 +66,7 @@ def run(models: list[str], targets: list[str], repeats: int) -> int:
     for model in models:
         for target in targets:
             peer = _peer.lower_with_executorch(model, target)
-            program = compile_tosa(peer.tosa, target)
+            program = compile_tosa(peer.tosa, target, isolate=False)  # in process, as the peer runs Vela
             payload, et_csv, _ = _peer.executorch_vela_compile(peer.tosa, target)
             blocks = _peer.read_vela_bin_stream(payload)
             cycles = {
@@ -84,8 +84,8 @@ def run(models: list[str], targets: list[str], repeats: int) -> int:
             estimates.append((model, target, program))
             ours, lean, stage = _interleaved_medians(
                 [
-                    lambda p=peer, t=target: compile_tosa(p.tosa, t),
-                    lambda p=peer, t=target: compile_tosa(p.tosa, t, layers=False),
+                    lambda p=peer, t=target: compile_tosa(p.tosa, t, isolate=False),
+                    lambda p=peer, t=target: compile_tosa(p.tosa, t, layers=False, isolate=False),
                     lambda p=peer, t=target: _peer.executorch_vela_compile(p.tosa, t),
                 ],
                 repeats,

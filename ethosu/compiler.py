@@ -85,6 +85,8 @@ _TMP = "$TMP"
 _vela_lock = threading.Lock()
 #: How an isolated compile starts Vela: a fresh interpreter running Vela's own ``__main__``.
 _VELA_COMMAND = (sys.executable, "-m", "ethosu.vela")
+#: Seconds an isolated Vela compile may take before it is killed (compile_tosa's ``timeout``).
+DEFAULT_TIMEOUT = 600.0
 
 
 @dataclass(frozen=True)
@@ -330,13 +332,21 @@ def _run_vela(argv: list[str]) -> tuple[int | None, str, Exception | SystemExit 
     return status, captured.text, error
 
 
-def _run_vela_isolated(argv: list[str]) -> tuple[int | None, str, Exception | SystemExit | None]:
+def _run_vela_isolated(argv: list[str], timeout: float | None = None) -> tuple[int | None, str, Exception | SystemExit | None]:
     """Run Vela in a child process, same contract as :func:`_run_vela`.
 
     A crash in Vela's native core (a segfault, an abort) ends the child, not the caller:
-    it comes back as an error naming the signal.
+    it comes back as an error naming the signal. A child still running after ``timeout``
+    seconds is killed and reported the same way.
     """
-    proc = subprocess.run([*_VELA_COMMAND, *argv], capture_output=True, text=True, check=False)
+    try:
+        proc = subprocess.run([*_VELA_COMMAND, *argv], capture_output=True, text=True, check=False,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired as exc:  # subprocess.run has killed the child
+        log = "".join(x.decode(errors="replace") if isinstance(x, bytes) else (x or "")
+                      for x in (exc.stdout, exc.stderr))
+        return None, log, RuntimeError(f"Vela did not finish within {timeout:g} s; the child process was killed "
+                                       "(compile_tosa(timeout=...) sets the limit)")
     log = proc.stdout + proc.stderr
     if proc.returncode < 0:
         try:
@@ -403,7 +413,8 @@ def compile_tosa(
     extra_flags: Sequence[str] = (),
     config_ini: str | os.PathLike | None = None,
     layers: bool = True,
-    isolate: bool = False,
+    isolate: bool = True,
+    timeout: float | None = DEFAULT_TIMEOUT,
 ) -> NpuProgram:
     """Compile a TOSA 1.0 graph (bytes or a path) with Vela for an Ethos-U target.
 
@@ -413,9 +424,11 @@ def compile_tosa(
     of Vela's vela.ini or of ``config_ini``. ``extra_flags`` are passed to Vela as they are
     (e.g. ``["--optimise=Size", "--arena-cache-size=262144"]``). ``layers=False`` skips
     Vela's per-layer CSV and debug database (a faster compile; ``program.layers`` is empty
-    and ``tosa_ops_on_npu`` is counted from the graph). ``isolate=True`` runs Vela in a child
-    process (about a second more): a crash in Vela's native code then raises
-    :class:`VelaCompileError` instead of ending the calling process.
+    and ``tosa_ops_on_npu`` is counted from the graph). By default (``isolate=True``) Vela runs
+    in a child process (about a second more): a crash in Vela's native code raises
+    :class:`VelaCompileError` instead of ending the calling process, and a compile running
+    longer than ``timeout`` seconds (``None``: no limit) is killed and raised the same way.
+    ``isolate=False`` runs Vela in this process (faster; trusted graphs only; no timeout).
 
     Raises :class:`EthosUConfigError` (listing the valid choices) before Vela runs when the
     configuration is invalid, :class:`tosa_verify.errors.TosaFormatError` for input that is
@@ -448,7 +461,7 @@ def compile_tosa(
             str(network),
         ]
         start = time.perf_counter()
-        rc, log, error = (_run_vela_isolated if isolate else _run_vela)(argv)
+        rc, log, error = _run_vela_isolated(argv, timeout) if isolate else _run_vela(argv)
         elapsed = time.perf_counter() - start
         if isinstance(error, SystemExit):  # argparse refused an extra flag
             raise EthosUConfigError(

@@ -10,6 +10,9 @@ within-tolerance         float outputs moved, inside the tolerance
 performance-regression   Vela cycles went up by more than ``max_cycles_increase``
 quantization-drift       a layer's SQNR vs float fell by more than ``max_sqnr_drop_db``
 numerical-regression     an integer output changed, or a float output left the tolerance
+config-changed           the goldens were recorded with different profiles or quantization
+                         configs: the numbers are not comparable, so none are compared; the
+                         finding names what changed (re-record the golden to accept it)
 =======================  ==============================================================
 
 Tool-version changes are reported beside the status; they explain, they do not fail.
@@ -24,10 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .store import Golden, GoldenStore
+from .store import Golden, GoldenMissingError, GoldenStore
 
-SEVERITY = ["identical", "within-tolerance", "performance-regression", "quantization-drift", "numerical-regression"]
-FAILING = {"performance-regression", "quantization-drift", "numerical-regression"}
+SEVERITY = ["identical", "within-tolerance", "performance-regression", "quantization-drift", "numerical-regression",
+            "config-changed"]
+FAILING = {"performance-regression", "quantization-drift", "numerical-regression", "config-changed"}
 
 
 @dataclass(frozen=True)
@@ -129,7 +133,12 @@ def diff(old: Golden | GoldenStore | str | Path, new: Golden | GoldenStore | str
         return GoldenDiffReport([diff_case(case, old, new, thresholds)])
     old_store = old if isinstance(old, GoldenStore) else GoldenStore(old)
     new_store = new if isinstance(new, GoldenStore) else GoldenStore(new)
+    for store in (old_store, new_store):
+        if not store.root.is_dir():
+            raise GoldenMissingError(f"golden directory {str(store.root)!r} does not exist")
     old_cases, new_cases = set(old_store.cases()), set(new_store.cases())
+    if not old_cases and not new_cases:
+        raise GoldenMissingError(f"no goldens in {str(old_store.root)!r} or {str(new_store.root)!r}: nothing to compare")
     diffs = [diff_case(c, old_store.read(c), new_store.read(c), thresholds) for c in sorted(old_cases & new_cases)]
     return GoldenDiffReport(diffs, sorted(old_cases - new_cases), sorted(new_cases - old_cases))
 
@@ -141,6 +150,12 @@ def diff_case(case: str, old: Golden, new: Golden, thresholds: Thresholds) -> Ca
         a, b = old.versions.get(tool, "-"), new.versions.get(tool, "-")
         if a != b:
             result.version_changes[tool] = (a, b)
+    changed = config_changes(old, new)
+    if changed:
+        result.findings.append(Finding(
+            "config-changed", "recorded with another config: " + "; ".join(changed)
+            + " (outputs not compared; re-record the golden to accept the new config)"))
+        return result
     first_changed = _first_changed_tensor(old, new)
     for name in sorted(set(old.outputs) | set(new.outputs)):
         if name not in old.outputs or name not in new.outputs:
@@ -150,7 +165,7 @@ def diff_case(case: str, old: Golden, new: Golden, thresholds: Thresholds) -> Ca
             _compare_output(name, old.outputs[name], new.outputs[name], thresholds, first_changed, new))
     result.findings.extend(_compare_sqnr(old, new, thresholds))
     result.findings.extend(_compare_performance(old, new, thresholds))
-    for key in ("quantization", "model_hash", "input_seed"):
+    for key in ("model_hash", "input_seed"):
         if old.manifest.get(key) != new.manifest.get(key):
             result.findings.append(
                 Finding("within-tolerance", f"{key} changed: {old.manifest.get(key)!r} -> {new.manifest.get(key)!r}")
@@ -158,6 +173,31 @@ def diff_case(case: str, old: Golden, new: Golden, thresholds: Thresholds) -> Ca
     if not result.findings and old.stats.keys() != new.stats.keys():
         result.findings.append(Finding("within-tolerance", "the set of recorded tensors changed"))
     return result
+
+
+def _config(golden: Golden) -> dict[str, object]:
+    """What a golden is keyed by besides its case: profile and quantization config."""
+    quantization = golden.manifest.get("quantization") or {}
+    key: dict[str, object] = {"profile": golden.manifest.get("profile") or quantization.get("profile", "")}
+    config = quantization.get("config", "default")
+    if isinstance(config, dict):
+        key.update(config)
+    else:
+        key["config"] = config
+    return key
+
+
+def config_changes(old: Golden, new: Golden) -> list[str]:
+    """``"field: old -> new"`` for each profile / quantization config field that differs.
+
+    >>> a = Golden(manifest={"profile": "INT", "quantization": {"config": {"activation_dtype": "torch.int8"}}})
+    >>> b = Golden(manifest={"profile": "INT", "quantization": {"config": {"activation_dtype": "torch.int16"}}})
+    >>> config_changes(a, b)
+    ['activation_dtype: torch.int8 -> torch.int16']
+    """
+    a, b = _config(old), _config(new)
+    return [f"{k}: {a.get(k, '-')} -> {b.get(k, '-')}" for k in sorted(set(a) | set(b), key=str)
+            if a.get(k, "-") != b.get(k, "-")]
 
 
 def _locate(golden: Golden, tensor: str) -> dict[str, str]:

@@ -107,6 +107,10 @@ def quantization_summary(lowered: Any, quantization: Any = None) -> dict[str, An
     'FP'
     """
     config: dict[str, Any] = {}
+    if quantization is None and str(getattr(lowered, "profile", "INT")).upper() == "INT":
+        import lowering
+
+        quantization = lowering.QuantConfig()  # what lower() uses: spelled out, so goldens compare by value
     if quantization is not None and dataclasses.is_dataclass(quantization):
         config = {k: str(v) if not isinstance(v, (bool, int, float, str, type(None))) else v
                   for k, v in dataclasses.asdict(quantization).items()}

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from golden import GoldenStore
 from tosa_verify.check import CheckError, add_check_arguments, check_main, load_model
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -85,7 +86,7 @@ def test_factory_in_a_file_with_calibration(tmp_path, capsys):
 def test_golden_record_compare_and_missing(tmp_path, capsys):
     store = tmp_path / "goldens"
     code, out, _ = run_check(["lowering.zoo:mlp", "--no-vela", "--golden", str(store), "--update-golden"], capsys)
-    assert code == 0 and (store / "mlp" / "INT" / "manifest.json").exists()
+    assert code == 0 and (GoldenStore(store).live_dir("mlp/INT") / "manifest.json").exists()
     code, out, _ = run_check(["lowering.zoo:mlp", "--no-vela", "--golden", str(store)], capsys)
     assert code == 0 and "mlp/INT: identical" in out
     code, out, _ = run_check(["lowering.zoo:mlp", "--no-vela", "--golden", str(store), "--case", "other"], capsys)

@@ -121,5 +121,5 @@ def test_golden_verb_gates_on_regressions(tmp_path, capsys):
     assert main(["golden", str(tmp_path / "old"), str(tmp_path / "new"), "--json", str(tmp_path / "r.json")]) == 1
     assert "NUMERICAL-REGRESSION" in capsys.readouterr().out
     assert '"failed": true' in (tmp_path / "r.json").read_text()
-    (tmp_path / "new" / "m" / "INT" / "manifest.json").write_text("{ broken")
+    (GoldenStore(tmp_path / "new").live_dir("m/INT") / "manifest.json").write_text("{ broken")
     assert main(["golden", str(tmp_path / "old"), str(tmp_path / "new")]) == 2

@@ -213,6 +213,8 @@ def load_model(spec: str | None) -> LoadedModel:
     except SyntaxError as exc:
         raise CheckError(f"cannot import model {spec!r}: SyntaxError: {exc.msg} "
                          f"({exc.filename}, line {exc.lineno})") from None
+    except SystemExit as exc:  # a model file that exits must not end the check with its status
+        raise CheckError(f"cannot import model {spec!r}: it called sys.exit({exc.code!r})") from None
     except Exception as exc:  # noqa: BLE001 - any import-time failure of user code
         raise CheckError(f"cannot import model {spec!r}: {_one_line(exc)}") from None
     factory = getattr(module, attr, None)
@@ -226,6 +228,9 @@ def _call_factory(factory: Callable[..., Any], name: str, spec: str) -> LoadedMo
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             result = factory()
+    except SystemExit as exc:  # a factory that exits (even with 0) has not returned a model
+        raise CheckError(f"model factory {spec!r} called sys.exit({exc.code!r}) instead of returning "
+                         "(module, example_inputs[, calibration])") from None
     except Exception as exc:  # noqa: BLE001 - user code
         raise CheckError(f"model factory {spec!r} failed: {_one_line(exc)}") from None
     if not isinstance(result, (tuple, list)) or len(result) not in (2, 3):
@@ -270,19 +275,41 @@ class _Progress:
 
 
 @contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    """Silence Python warnings and the torch/torchao loggers' warnings during a step."""
+def _quiet(*, stderr: bool = False) -> Iterator[None]:
+    """Silence Python warnings and the torch/torchao loggers' warnings during a step.
+
+    ``stderr=True`` also discards whatever is written to stderr meanwhile (torch.export prints
+    partial graphs there on failure, torch's own log handlers bypass the levels set here), so
+    a failing step still ends in one error line; ``TOSA_VERIFY_DEBUG=1`` keeps it all.
+    """
     loggers = [logging.getLogger(name) for name in ("torch", "torchao", "torch.utils._pytree")]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
         lg.setLevel(logging.ERROR)
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), contextlib.ExitStack() as stack:
             warnings.simplefilter("ignore")
+            if stderr and not os.environ.get("TOSA_VERIFY_DEBUG"):
+                stack.enter_context(_stderr_discarded())
             yield
     finally:
         for lg, level in zip(loggers, levels, strict=True):
             lg.setLevel(level)
+
+
+@contextlib.contextmanager
+def _stderr_discarded() -> Iterator[None]:
+    """Send both ``sys.stderr`` and file descriptor 2 to /dev/null for the duration."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(os.devnull, "w") as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            with contextlib.redirect_stderr(sink):
+                yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
 
 
 # --------------------------------------------------------------------------- the check
@@ -348,7 +375,7 @@ def _run(args: argparse.Namespace, progress: _Progress) -> _State:
                 raise CheckError(str(exc)) from None
 
     # 1. quantize and lower
-    with progress.step(1, STEPS[0]) as info, _quiet():
+    with progress.step(1, STEPS[0]) as info, _quiet(stderr=True):
         st.model = load_model(args.model)
         import lowering
 
@@ -441,11 +468,15 @@ def _golden(st: _State, args: argparse.Namespace, info: dict[str, str]) -> None:
 
     case = f"{args.case or st.model.name}/{args.profile}"
     store = GoldenStore(args.golden)
+    try:
+        seen = store.version(case)  # a writer that replaces it meanwhile makes our update fail, not win
+    except GoldenError as exc:
+        raise CheckError(str(exc)) from None
     new = record_lowered(st.lowered, seeded_inputs(st.model.example_inputs, args.seed), programs=st.programs,
                          model=st.model.module, seed=args.seed, quantization=quant_config_from_args(args))
     try:
         if args.update_golden:
-            path = store.write(case, new, update=True)
+            path = store.write(case, new, update=True, expected=seen)
             st.gates.append(Gate("golden", True, f"recorded {case} in {path}"))
             info["note"] = f"recorded {case}"
             return

@@ -7,12 +7,14 @@ Exit codes, for CI gates: 0 success / all gates pass, 1 a check failed (divergen
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from . import budget
 from .errors import TosaError
 
 EXIT_OK, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
@@ -55,21 +57,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .interpreter import run
 
     graph = load(args.graph)
-    inputs = []
-    for path in args.input:
-        try:
-            inputs.append(np.load(path, allow_pickle=False))
-        except (OSError, ValueError) as exc:
-            raise TosaError(f"cannot read input {path!r}: {exc}") from None
+    inputs = [budget.load_npy(path, "input") for path in args.input]
     state: dict[str, np.ndarray] | None = None
     if args.variables:
         state = {}
         if Path(args.variables).exists():
-            try:
-                with np.load(args.variables, allow_pickle=False) as saved:
-                    state = {name: saved[name] for name in saved.files}
-            except (OSError, ValueError) as exc:
-                raise TosaError(f"cannot read variable state {args.variables!r}: {exc}") from None
+            state = budget.load_npz(args.variables, "variable state")
     outputs = run(graph, inputs, variables=state)
     if state is not None:
         tmp = Path(f"{args.variables}.tmp.npz")
@@ -114,16 +107,14 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 def _cmd_lower(args: argparse.Namespace) -> int:
     # check.py is the one tosa_verify module allowed to reach into lowering (the CLI join point).
-    from .check import CheckError, load_model, quant_config_from_args
+    from .check import _quiet, load_model, quant_config_from_args
 
-    try:
+    with _quiet(stderr=True):  # torch's warnings and dumps are not ours to print; our error line is
         model = load_model(args.model)
-    except CheckError as exc:
-        raise TosaError(str(exc)) from None
-    import lowering
+        import lowering
 
-    lowered = lowering.lower(model.module.eval(), model.example_inputs, profile=args.profile,
-                             quantization=quant_config_from_args(args), calibration=model.calibration)
+        lowered = lowering.lower(model.module.eval(), model.example_inputs, profile=args.profile,
+                                 quantization=quant_config_from_args(args), calibration=model.calibration)
     out = lowered.save(args.output_dir)
     graphs = sorted(p.name for p in out.glob("*.tosa"))
     print(f"{model.name}: {args.profile}, {sum(lowered.op_counts.values())} TOSA operators, "
@@ -134,22 +125,51 @@ def _cmd_lower(args: argparse.Namespace) -> int:
 
 
 def _cmd_golden(args: argparse.Namespace) -> int:
-    from golden import GoldenError, Thresholds, diff
+    from golden import Thresholds, diff
 
     thresholds = Thresholds(max_sqnr_drop_db=args.max_sqnr_drop, max_cycles_increase=args.max_cycles_increase / 100)
-    try:
-        report = diff(args.old, args.new, thresholds)
-    except GoldenError as exc:
-        raise TosaError(str(exc)) from None
+    report = diff(args.old, args.new, thresholds)
     print(report.format())
     if args.json:
         Path(args.json).write_text(report.to_json())
     return EXIT_FAIL if report.failed else EXIT_OK
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line: ``tosa-verify <verb>: error: ...``.
+
+    Sub-parsers inherit the class (argparse makes them with ``type(parent)``), so a verb added
+    later gets the same behaviour.
+    """
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n")
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        # argparse reports a verb's unknown options from the top parser; name the verb instead.
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:
+            verbs = next((a.choices for a in self._actions if isinstance(a, argparse._SubParsersAction)), {})
+            verbs.get(getattr(parsed, "verb", None), self).error(f"unrecognized arguments: {' '.join(extra)}")
+        return parsed
+
+
+def _size(text: str) -> int:
+    try:
+        return budget.parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _add_budget_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-memory", type=_size, metavar="SIZE",
+                   help=f"memory budget of a run, e.g. 512M or 4G (default: ${budget.ENV_MAX_MEMORY}, "
+                        "else half of physical memory); a graph needing more is refused before it runs")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``tosa-verify`` (one sub-command per verb)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="tosa-verify", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
@@ -164,6 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--variables", metavar="STATE.npz",
                    help="carry variable tensors across runs: start from STATE.npz if it exists, "
                         "write the final values back to it")
+    _add_budget_arguments(p)
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("info", help="describe a TOSA graph",
@@ -177,6 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Run GRAPH.tosa with the interpreter and the reference model (or OTHER.tosa), "
                        "compare every operator output, name the first divergence. Exit 0 all match, 1 divergence, 2 error.")
     build_diff_parser(p)
+    _add_budget_arguments(p)
     p.set_defaults(func=diff_command)
 
     # The ethosu package is a namespace portion beside Vela's ethosu.vela; its CLI pieces live there.
@@ -216,26 +238,75 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check", help="quantize, lower, verify, analyse drift, compile and gate a model",
                        description=CHECK_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_check_arguments(p)
+    _add_budget_arguments(p)
     p.set_defaults(func=check_main)
     return parser
 
 
+def _known_errors() -> tuple[type[BaseException], ...]:
+    """The error classes that are the user's input or environment, not a bug of ours.
+
+    Packages are looked up in ``sys.modules`` only: an error of a package never imported cannot
+    be raised, and importing torch (through ``lowering``) just to report an error would be slow.
+    """
+    known: list[type[BaseException]] = [TosaError, OSError, ValueError, MemoryError]
+    for module, name in (("lowering.errors", "LoweringError"), ("golden.store", "GoldenError"),
+                         ("tosa_verify.check", "CheckError")):
+        cls = getattr(sys.modules.get(module), name, None)
+        if isinstance(cls, type):
+            known.append(cls)
+    return tuple(known)
+
+
+def error_message(exc: BaseException) -> str:
+    """One line describing ``exc`` for ``tosa-verify <verb>: error: ...``.
+
+    >>> error_message(FileNotFoundError(2, "No such file or directory", "out/x.npy"))
+    "No such file or directory: 'out/x.npy'"
+    >>> error_message(SystemExit(0))
+    'the model code called sys.exit(0); a model file must return (module, example_inputs), not exit'
+    """
+    if isinstance(exc, SystemExit):
+        return (f"the model code called sys.exit({exc.code!r}); a model file must return "
+                "(module, example_inputs), not exit")
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted"
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f": {os.fsdecode(exc.filename)!r}" if exc.filename is not None else ""
+        return f"{exc.strerror}{where}"
+    if isinstance(exc, MemoryError):
+        return f"out of memory ({budget.ENV_MAX_MEMORY} or --max-memory sets the memory budget)"
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, _known_errors()) and type(exc) not in (ValueError, OSError):
+        return text
+    return f"{type(exc).__name__}: {text}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``tosa-verify`` console script; returns the exit code.
+
+    Every failure of a verb ends as one line on stderr, ``tosa-verify <verb>: error: ...``, and
+    exit code 2 (set ``TOSA_VERIFY_DEBUG=1`` to see the traceback of an unexpected one).
 
     >>> main(["info", "model.tosa"])   # doctest: +SKIP
     0
     """
     parser = build_parser()
     args = parser.parse_args(argv)
+    prog = f"tosa-verify {args.verb}"
     try:
-        return args.func(args)
-    except TosaError as exc:
-        print(f"tosa-verify: error: {exc}", file=sys.stderr)
+        with budget.limits(max_memory=getattr(args, "max_memory", None)):
+            code = args.func(args)
+    except (Exception, SystemExit, KeyboardInterrupt) as exc:  # noqa: BLE001 - the one top-level handler
+        if os.environ.get("TOSA_VERIFY_DEBUG") and not isinstance(exc, _known_errors()):
+            raise
+        sys.stdout.flush()
+        print(f"{prog}: error: {error_message(exc)}", file=sys.stderr)
         return EXIT_ERROR
-    except KeyboardInterrupt:
-        print("tosa-verify: interrupted", file=sys.stderr)
+    if not isinstance(code, int) or isinstance(code, bool) or code not in (EXIT_OK, EXIT_FAIL, EXIT_ERROR):
+        print(f"{prog}: error: internal error: the verb returned {code!r}", file=sys.stderr)
         return EXIT_ERROR
+    return code
 
 
 if __name__ == "__main__":

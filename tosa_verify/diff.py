@@ -45,6 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .budget import check_graph_memory, load_npy
 from .compare import EXACT, MISMATCH, Verdict, compare, compliance_config
 from .dtypes import dtype_info, to_reference_form, to_working
 from .errors import TosaError, TosaInputError
@@ -816,6 +817,7 @@ def _capture_interpreter(graph: Graph, inputs: Inputs) -> tuple[dict[str, np.nda
 
 def _execute(graph: Graph, inputs: Inputs, engine: str, *, precise: bool) -> tuple[dict, dict, int | None, str]:
     """Capture all tensors with ``engine``: (values, bounds, failing op index, error text)."""
+    check_graph_memory(graph)  # before either engine allocates anything
     if engine == "interpreter":
         values, idx, err = _capture_interpreter(graph, inputs)
         return values, {}, idx, err
@@ -1236,10 +1238,7 @@ def _read_inputs(specs: Sequence[str], graph: Graph) -> Inputs:
         name, sep, path = spec.partition("=")
         if not sep or spec.endswith(".npy") and Path(spec).exists():
             name, path = "", spec
-        try:
-            value = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise TosaInputError(f"cannot read input {path!r}: {exc}") from None
+        value = load_npy(path, "input")
         if name:
             named[name] = value
         else:
@@ -1259,11 +1258,12 @@ def diff_command(args: argparse.Namespace) -> int:
 
     try:
         graph = load(args.graph)
+        check_graph_memory(graph)  # before random inputs are drawn for it
         inputs = _read_inputs(args.input, graph) if args.input else random_inputs(graph, args.seed)
         report = diff(graph, inputs, against=args.against, precise=args.precise)
         report.source = args.graph
     except TosaError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"tosa-verify diff: error: {exc}", file=sys.stderr)
         return 2
     print(report.format_table(all_ops=not args.only_diverging))
     if args.json:
@@ -1277,7 +1277,7 @@ def diff_command(args: argparse.Namespace) -> int:
             path = report.write_repro(args.repro_dir)
             print(f"repro written to {path}")
         except TosaError as exc:
-            print(f"error: cannot write the repro: {exc}", file=sys.stderr)
+            print(f"tosa-verify diff: error: cannot write the repro: {exc}", file=sys.stderr)
             return 2
     if report.error:
         return 2

@@ -51,3 +51,7 @@ class TosaValidationError(TosaError):
 
 class TosaRequireError(TosaValidationError):
     """A spec REQUIRE failed at run time (data-dependent: the result is unpredictable)."""
+
+
+class TosaLimitError(TosaError):
+    """A run passed a resource budget (control-flow execution budget); see tosa_verify.budget."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import ops as _ops  # noqa: F401  (imports every op family so the registry is full)
+from .budget import check_graph_memory
 from .dtypes import dtype_info, to_reference_form, to_working
 from .errors import (
     TosaError,
@@ -24,6 +25,7 @@ from .errors import (
 )
 from .graph import Block, Graph, Operator, load
 from .ops.registry import REGISTRY, OpCall
+from .ops.variable import carried_value
 
 #: Called after each operator: (op index, operator, input values, output values).
 CaptureHook = Callable[[int, Operator, list[np.ndarray], list[np.ndarray]], None]
@@ -48,6 +50,7 @@ class Interpreter:
 
     def __init__(self, graph: Graph, hook: CaptureHook | None = None,
                  state: Mapping[str, np.ndarray] | None = None) -> None:
+        check_graph_memory(graph)  # refuse a graph over the memory budget before anything runs
         self.graph = graph
         self.hook = hook
         #: variable values carried in from an earlier run, by the spec's variable name
@@ -75,7 +78,7 @@ class Interpreter:
                 if name in env:
                     continue
                 if decl.variable and (decl.variable_name or name) in self.state:
-                    env[name] = np.array(self.state[decl.variable_name or name], copy=True)
+                    env[name] = carried_value(self.state[decl.variable_name or name], decl, decl.variable_name or name)
                 elif decl.data is not None:
                     env[name] = decl.data
                 elif decl.variable:

@@ -73,7 +73,7 @@ def test_missing_and_corrupt_goldens_are_reported(tmp_path):
     with pytest.raises(GoldenMissingError):
         store.read("nothing")
     store.write("c", make_golden())
-    manifest = tmp_path / "c" / "manifest.json"
+    manifest = store.live_dir("c") / "manifest.json"
     manifest.write_text("{ not json")
     with pytest.raises(GoldenCorruptError, match="unreadable manifest.json"):
         store.read("c")
@@ -88,7 +88,7 @@ def test_missing_and_corrupt_goldens_are_reported(tmp_path):
 def test_foreign_schema_version_and_truncated_arrays(tmp_path):
     store = GoldenStore(tmp_path)
     store.write("c", make_golden())
-    manifest = tmp_path / "c" / "manifest.json"
+    manifest = store.live_dir("c") / "manifest.json"
     data = json.loads(manifest.read_text())
     data["schema_version"] = SCHEMA_VERSION + 1
     manifest.write_text(json.dumps(data))
@@ -96,7 +96,7 @@ def test_foreign_schema_version_and_truncated_arrays(tmp_path):
         store.read("c")
     data["schema_version"] = SCHEMA_VERSION
     manifest.write_text(json.dumps(data))
-    arrays = tmp_path / "c" / "arrays.npz"
+    arrays = store.live_dir("c") / "arrays.npz"
     arrays.write_bytes(arrays.read_bytes()[:40])
     with pytest.raises(GoldenCorruptError, match="arrays.npz"):
         store.read("c")

@@ -3,6 +3,8 @@ in-process runs would import torch twice into one interpreter)."""
 
 from __future__ import annotations
 
+from golden import GoldenStore
+
 pytest_plugins = ["pytester"]
 
 TEST_FILE = """
@@ -32,7 +34,7 @@ def test_record_then_compare_then_catch_a_regression(pytester, monkeypatch):
 
     record = pytester.runpytest_subprocess(f"--tosa-golden-dir={golden_dir}", "--tosa-golden-update")
     record.assert_outcomes(passed=1)
-    assert (golden_dir / "mlp" / "INT" / "manifest.json").exists()
+    assert (GoldenStore(golden_dir).live_dir("mlp/INT") / "manifest.json").exists()
 
     again = pytester.runpytest_subprocess(f"--tosa-golden-dir={golden_dir}")
     again.assert_outcomes(passed=1)

@@ -38,7 +38,11 @@ def test_manifest(digits, digits_golden):
     assert set(m["versions"]) >= {"torch", "tosa-tools", "ethos-u-vela", "tosa-verify"}
     assert m["model_hash"] == model_hash(model) and m["model_hash"].startswith("sha256:")
     assert m["input_seed"] == 0 and m["profile"] == "INT"
-    assert m["quantization"]["config"] == "default" and len(m["quantization"]["params_sha256"]) == 16
+    # lowered without a config: the default one is spelled out, so it compares equal to an explicit one
+    config = m["quantization"]["config"]
+    assert (config["activation_dtype"], config["per_channel"], config["activation_observer"]) == \
+        ("torch.int8", True, "histogram")
+    assert len(m["quantization"]["params_sha256"]) == 16
     perf = m["performance"]["ethos-u55-128"]
     assert perf["cycles"] > 0 and perf["macs"] > 0
     graph = tosa_verify.load(lm.tosa)
@@ -112,8 +116,23 @@ def test_changed_quantization_config_is_reported(digits_golden, digits):
     other.manifest["performance"] = digits_golden.manifest["performance"]
     report = diff(digits_golden, other)
     text = report.format()
-    assert "quantization changed" in text
-    assert "per_channel" in text
+    case = report.cases[0]
+    # its own category, naming what changed; never a numerical regression or "within tolerance"
+    assert case.status == "config-changed" and report.failed, text
+    assert [f.kind for f in case.findings] == ["config-changed"], text
+    assert "per_channel: True -> False" in text
+
+
+def test_int16_activations_and_another_observer_against_an_int8_golden(digits_golden, digits):
+    model, example, calib, lm = digits
+    for config, expected in ((lowering.QuantConfig.int16(), "activation_dtype: torch.int8 -> torch.int16"),
+                             (lowering.QuantConfig(activation_observer="minmax"),
+                              "activation_observer: histogram -> minmax")):
+        other = record_model(model, example, calibration=calib, seed=0, quantization=config)
+        report = diff(digits_golden, other)
+        assert report.cases[0].status == "config-changed", report.format()
+        assert expected in report.format()
+        assert "numerical-regression" not in report.format().lower()
 
 
 def test_record_model_end_to_end_small():

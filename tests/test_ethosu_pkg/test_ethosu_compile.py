@@ -212,8 +212,8 @@ def test_larger_models_match_executorch(peer_graphs, model, target):
 
 
 def test_isolated_compile_equals_in_process(conv_tosa):
-    inside = compile_tosa(conv_tosa, "ethos-u55-128")
-    child = compile_tosa(conv_tosa, "ethos-u55-128", isolate=True)
+    inside = compile_tosa(conv_tosa, "ethos-u55-128", isolate=False)
+    child = compile_tosa(conv_tosa, "ethos-u55-128")  # isolated by default
     assert child.command_stream == inside.command_stream and child.cycles == inside.cycles
     assert [layer.cycles for layer in child.layers] == [layer.cycles for layer in inside.layers]
     assert "Network summary" in child.vela_log
@@ -226,7 +226,7 @@ def test_isolated_refusal_names_vela_reason():
 
     tosa = graphs.bitwise_and(graphs.I8)  # int8 BITWISE_AND: not an Ethos-U55 operator
     with pytest.raises(VelaCompileError) as inside:
-        compile_tosa(tosa, "ethos-u55-128")
+        compile_tosa(tosa, "ethos-u55-128", isolate=False)
     with pytest.raises(VelaCompileError) as child:
         compile_tosa(tosa, "ethos-u55-128", isolate=True)
     assert "could not run on NPU" in str(inside.value) and "could not run on NPU" in str(child.value)
@@ -242,4 +242,18 @@ def test_a_vela_crash_is_an_error_not_the_end_of_the_caller(conv_tosa, monkeypat
     crash = "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"
     monkeypatch.setattr(compiler, "_VELA_COMMAND", (sys.executable, "-c", crash))
     with pytest.raises(VelaCompileError, match="SIGSEGV"):
-        compile_tosa(conv_tosa, "ethos-u55-128", isolate=True)
+        compile_tosa(conv_tosa, "ethos-u55-128")  # isolated by default
+
+
+def test_a_hanging_vela_is_killed_after_the_timeout(conv_tosa, monkeypatch):
+    import sys
+    import time
+
+    import ethosu.compiler as compiler
+    from ethosu.errors import VelaCompileError
+
+    monkeypatch.setattr(compiler, "_VELA_COMMAND", (sys.executable, "-c", "import time; time.sleep(60)"))
+    start = time.monotonic()
+    with pytest.raises(VelaCompileError, match="did not finish within 1 s"):
+        compile_tosa(conv_tosa, "ethos-u55-128", timeout=1)
+    assert time.monotonic() - start < 30

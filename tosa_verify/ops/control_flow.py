@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..budget import charge
 from ..errors import TosaError, TosaFormatError, TosaUnsupportedError, TosaValidationError
 from ..graph import Block, Tensor
 from .registry import OpCall, register
@@ -90,6 +91,7 @@ def _run_sub_graph(call: OpCall, block: Block, values: list[np.ndarray]) -> list
     sub-graphs add to one path (``'A' > 'B'``) rather than repeating every operator.
     """
     try:
+        charge(call, block)  # the run's execution budget, shared by every nesting level
         return call.runtime.run_block(block, values)
     except TosaError as exc:
         path = (block.name, *getattr(exc, "sub_graph_path", ()))

@@ -36,7 +36,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..dtypes import dtype_info
+from ..dtypes import dtype_info, to_working
+from ..errors import TosaInputError
 from ..graph import Tensor
 from .registry import OpCall, register
 
@@ -74,6 +75,23 @@ def _check_type(call: OpCall, dtype: str, what: str) -> None:
     call.error_if(dtype not in VARIABLE_TYPES, f"{what} {dtype} not in {list(VARIABLE_TYPES)}")
 
 
+
+def carried_value(value: np.ndarray, decl: Tensor, name: str) -> np.ndarray:
+    """A copy of the caller's saved state ``value`` for variable ``name`` in its working dtype.
+
+    Saved state comes from outside (``run(variables=...)``, ``tosa-verify run --variables``), so
+    a wrong dtype or shape is the caller's input error, named after the variable.
+
+    >>> from tosa_verify.graph import Tensor
+    >>> carried_value(np.zeros(2, np.int8), Tensor("v", (2,), "INT8"), "v").dtype
+    dtype('int8')
+    """
+    what = f"saved state of variable {name!r}"
+    arr = np.array(to_working(np.asarray(value), decl.dtype, what=what), copy=True)
+    if tuple(arr.shape) != tuple(decl.shape):
+        raise TosaInputError(f"{what}: shape {list(arr.shape)} does not match the declared {list(decl.shape)}")
+    return arr
+
 @register("VARIABLE")
 def variable(call: OpCall) -> list[np.ndarray]:
     """VARIABLE: declare (allocate and maybe initialise) a variable tensor once per run."""
@@ -89,7 +107,7 @@ def variable(call: OpCall) -> list[np.ndarray]:
         value = np.zeros(decl.shape, dtype=dtype_info(decl.dtype).working)
         carried = getattr(call.runtime, "state", {})
         if name in carried:  # state carried in from an earlier run (tosa_verify.run(variables=...))
-            value = np.array(carried[name], copy=True)
+            value = carried_value(carried[name], decl, name)
             state.is_written = True
         elif decl.data is not None:
             # initial_value shares the declaration, so REQUIRE(var_t == in_t) and
