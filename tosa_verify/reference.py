@@ -177,6 +177,9 @@ def _from_cli(value: np.ndarray, dtype: str, precise: bool) -> np.ndarray:
     info = dtype_info(dtype)
     if precise and info.is_float:
         return value  # FP64
+    if info.name == "MXINT8" and value.dtype == np.float64:
+        # precise mode writes MXINT8 decoded (q / 64); give back the int8 bits as uint8
+        return np.round(value * 64.0).astype(np.int8).view(np.uint8)
     if info.name == "FP8E5M2" and value.dtype == np.uint8:
         return value.view("V1")
     if info.name == "BF16" and value.dtype.kind == "V":

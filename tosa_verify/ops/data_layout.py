@@ -12,10 +12,16 @@ import numpy as np
 
 from ._layout_support import check_rank, check_same_dtype, shape_input
 from ._levels import MAX_RANK, MAX_TENSOR_LIST_SIZE
+from ._version import is_tosa_11
 from .registry import OpCall, register
 
 #: in_out_t of every data layout op in TOSA 1.0 (PRO-INT, PRO-FP, EXT-INT16, EXT-BF16, EXT-FP8*).
 LAYOUT_TYPES = ("BOOL", "INT8", "INT16", "INT32", "FP8E4M3", "FP8E5M2", "FP16", "BF16", "FP32")
+
+
+def _layout_types(call: OpCall) -> tuple[str, ...]:
+    """LAYOUT_TYPES, plus INT64 (EXT-INT64) in a TOSA 1.1 graph."""
+    return LAYOUT_TYPES + ("INT64",) if is_tosa_11(call) else LAYOUT_TYPES
 
 
 @register("CONCAT")
@@ -27,7 +33,7 @@ def concat(call: OpCall) -> list[np.ndarray]:
     call.error_if(
         n > MAX_TENSOR_LIST_SIZE, f"tensor_list_shape(input1) = {n} > MAX_TENSOR_LIST_SIZE"
     )
-    check_same_dtype(call, LAYOUT_TYPES, *range(n))
+    check_same_dtype(call, _layout_types(call), *range(n))
     shapes = [tuple(d.shape) for d in call.input_decls]
     out_shape = tuple(call.out_shape())
     rank = len(shapes[0])
@@ -55,7 +61,7 @@ def concat(call: OpCall) -> list[np.ndarray]:
 def pad(call: OpCall) -> list[np.ndarray]:
     """PAD: surround ``input1`` with ``pad_const``; ``padding`` is [start0, end0, start1, ...]."""
     call.check_arity(3, 1)
-    check_same_dtype(call, LAYOUT_TYPES, 0, 2)
+    check_same_dtype(call, _layout_types(call), 0, 2)
     in_shape = tuple(call.input_decls[0].shape)
     out_shape = tuple(call.out_shape())
     check_rank(call, len(in_shape), 1, MAX_RANK, "input1")
@@ -81,7 +87,7 @@ def pad(call: OpCall) -> list[np.ndarray]:
 def reshape(call: OpCall) -> list[np.ndarray]:
     """RESHAPE: same values in row-major order, new shape given by the ``shape`` operand."""
     call.check_arity(2, 1)
-    check_same_dtype(call, LAYOUT_TYPES, 0)
+    check_same_dtype(call, _layout_types(call), 0)
     in_decl = call.input_decls[0]
     out_shape = tuple(call.out_shape())
     check_rank(call, len(in_decl.shape), 0, MAX_RANK, "input1")
@@ -101,7 +107,7 @@ def reshape(call: OpCall) -> list[np.ndarray]:
 def reverse(call: OpCall) -> list[np.ndarray]:
     """REVERSE: reverse the order of elements along ``axis``."""
     call.check_arity(1, 1)
-    check_same_dtype(call, LAYOUT_TYPES, 0)
+    check_same_dtype(call, _layout_types(call), 0)
     shape = tuple(call.input_decls[0].shape)
     check_rank(call, len(shape), 1, MAX_RANK, "input1")
     call.error_if(tuple(call.out_shape()) != shape, "shape(output) != shape(input1)")
@@ -114,7 +120,7 @@ def reverse(call: OpCall) -> list[np.ndarray]:
 def slice_(call: OpCall) -> list[np.ndarray]:
     """SLICE: the block of ``input1`` starting at ``start`` with extent ``size``."""
     call.check_arity(3, 1)
-    check_same_dtype(call, LAYOUT_TYPES, 0)
+    check_same_dtype(call, _layout_types(call), 0)
     in_shape = tuple(call.input_decls[0].shape)
     out_shape = tuple(call.out_shape())
     rank = len(in_shape)
@@ -142,7 +148,7 @@ def slice_(call: OpCall) -> list[np.ndarray]:
 def tile(call: OpCall) -> list[np.ndarray]:
     """TILE: replicate ``input1`` ``multiples[i]`` times along each dimension i."""
     call.check_arity(2, 1)
-    check_same_dtype(call, LAYOUT_TYPES, 0)
+    check_same_dtype(call, _layout_types(call), 0)
     in_shape = tuple(call.input_decls[0].shape)
     out_shape = tuple(call.out_shape())
     check_rank(call, len(in_shape), 1, MAX_RANK, "input1")
@@ -160,7 +166,7 @@ def tile(call: OpCall) -> list[np.ndarray]:
 def transpose(call: OpCall) -> list[np.ndarray]:
     """TRANSPOSE: output dimension i is input dimension ``perms[i]``."""
     call.check_arity(1, 1)
-    check_same_dtype(call, LAYOUT_TYPES, 0)
+    check_same_dtype(call, _layout_types(call), 0)
     in_shape = tuple(call.input_decls[0].shape)
     out_shape = tuple(call.out_shape())
     rank = len(in_shape)

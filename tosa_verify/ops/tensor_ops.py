@@ -1,5 +1,7 @@
 """Tensor operators (spec chapter "Tensor Operators"): ARGMAX, AVG_POOL2D, CONV2D, CONV3D,
-DEPTHWISE_CONV2D, FFT2D, MATMUL, MAX_POOL2D, RFFT2D, TRANSPOSE_CONV2D.
+DEPTHWISE_CONV2D, FFT2D, MATMUL, MAX_POOL2D, RFFT2D, TRANSPOSE_CONV2D, and from the TOSA 1.1
+draft AVG_POOL2D_ADAPTIVE, MAX_POOL2D_ADAPTIVE, MATMUL_T (the block-scaled ones are in
+``block_scaled``).
 
 Integer dot products (convolutions, MATMUL, AVG_POOL2D sums) are exact: zero points are
 subtracted in int64, then the products are summed in the cheapest numpy dtype that a bound
@@ -19,8 +21,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..dtypes import dtype_info
+from ..dtypes import dtype_info, float_values
 from ..numerics import apply_scale_32, int_range, reciprocal_scale, saturate, wrap
+from ._layout_support import shape_input
 from ._levels import MAX_KERNEL, MAX_RANK, MAX_STRIDE
 from .registry import OpCall, register
 
@@ -78,9 +81,9 @@ def _quiet(fn):
     """Run ``fn`` with numpy floating-point warnings off: inf/NaN data is legitimate input."""
 
     @functools.wraps(fn)
-    def wrapper(call: OpCall) -> list[np.ndarray]:
+    def wrapper(call: OpCall, *args) -> list[np.ndarray]:
         with np.errstate(all="ignore"):
-            return fn(call)
+            return fn(call, *args)
 
     return wrapper
 
@@ -513,16 +516,93 @@ def matmul(call: OpCall) -> list[np.ndarray]:
     return [_finish_int(acc, np.zeros(1, INT64), out_dt, bound)]
 
 
+#: MATMUL_T (TOSA 1.1) floating-point operand types: the 1.0 float types plus the MX element
+#: types, whose zero point may be FP32 (the generator's block-scaled operands).
+MATMUL_T_FLOATS = ("FP8E4M3", "FP8E5M2", "FP16", "BF16", "FP32", "FP6E2M3", "FP6E3M2", "FP4E2M1", "MXINT8")
+
+
+def _matmul_t_out_types(a_dt: str, b_dt: str) -> tuple[str, ...]:
+    """Allowed out_t of MATMUL_T for operand types ``a_dt``, ``b_dt`` (spec type table)."""
+    if a_dt in ("INT8", "INT16") or b_dt in ("INT8", "INT16"):
+        return {("INT8", "INT8"): ("INT32",), ("INT16", "INT16"): ("INT48",)}.get((a_dt, b_dt), ())
+    if a_dt not in MATMUL_T_FLOATS or b_dt not in MATMUL_T_FLOATS:
+        return ()
+    if "FP32" in (a_dt, b_dt):
+        return ("FP32",)
+    if (a_dt, b_dt) == ("FP16", "FP16"):
+        return ("FP16", "FP32")
+    return ("BF16", "FP32")
+
+
+@register("MATMUL_T")
+@_quiet
+def matmul_t(call: OpCall) -> list[np.ndarray]:
+    """MATMUL_T (TOSA 1.1): A [N,H,C] x B [D,W,C] -> [N,H,W], B broadcast when D == 1.
+
+    ``output[n, h, w] = sum_c (A[n, h, c] - A_zp) * (B[d, w, c] - B_zp)``, ``d = 0 if D == 1``.
+    A and B may have different float types (mixed precision).
+    """
+    call.check_arity(4, 1)
+    a_dt, b_dt, out_dt = call.in_dtype(0), call.in_dtype(1), call.out_dtype()
+    call.error_if(
+        out_dt not in _matmul_t_out_types(a_dt, b_dt),
+        f"unsupported (A_t, B_t, out_t) {(a_dt, b_dt, out_dt)}",
+    )
+    a_shape, b_shape, o_shape = call.input_decls[0].shape, call.input_decls[1].shape, call.out_shape()
+    _check_rank(call, a_shape, 3, "A")
+    _check_rank(call, b_shape, 3, "B")
+    _check_rank(call, o_shape, 3, "output")
+    n, h, c = a_shape
+    d, w, bc = b_shape
+    call.error_if(d != n and d != 1, "D != N && D != 1")
+    call.error_if(bc != c, "shape(B)[2] != C")
+    call.error_if(tuple(o_shape) != (n, h, w), "shape(output) != [N, H, W]")
+    zps = []
+    for i, dt, what in ((2, a_dt, "A_zp"), (3, b_dt, "B_zp")):
+        zp_dt = call.in_dtype(i)
+        # a block-scaled operand's zero point is fp32 (the generator's scaled types)
+        call.error_if(
+            zp_dt != dt and not (zp_dt == "FP32" and dt in MATMUL_T_FLOATS),
+            f"{what} element type {zp_dt} does not match {dt}",
+        )
+        zp = _zero_point(call, i, zp_dt, what)
+        call.error_if(dt != "INT8" and not zp == 0, f"!is_same<{dt}, i8_t>() && {what} != 0")
+        zps.append(zp)
+    a, b = call.inputs[0], call.inputs[1]
+    b_t = np.swapaxes(b, 1, 2)  # [D, C, W]
+    if _is_float(out_dt):
+        acc = _gemm(float_values(a, a_dt), float_values(b_t, b_dt))  # [N, H, W] by broadcast
+        return [acc.astype(dtype_info(out_dt).working)]
+    a64, a_max = _shifted(a, zps[0])
+    b64, b_max = _shifted(b_t, zps[1])
+    dt, bound = _exact_dtype(c, a_max, b_max)
+    acc = _gemm(a64.astype(dt), b64.astype(dt))
+    return [_finish_int(acc, np.zeros(1, INT64), out_dt, bound)]
+
+
 # --------------------------------------------------------------------------------------------
 # Pooling
 # --------------------------------------------------------------------------------------------
 
 
-def _check_pool(call: OpCall) -> tuple[list[int], list[int], list[int]]:
-    """Kernel / stride / pad ERROR_IFs and output shape of AVG_POOL2D and MAX_POOL2D."""
-    kernel = _ints(call, "kernel", 2)
-    stride = _ints(call, "stride", 2)
-    pad = _ints(call, "pad", 4)
+def _pool_attrs(call: OpCall) -> tuple[list[int], list[int], list[int]]:
+    """AVG_POOL2D / MAX_POOL2D: kernel, stride and pad from the attributes."""
+    return _ints(call, "kernel", 2), _ints(call, "stride", 2), _ints(call, "pad", 4)
+
+
+def _pool_shape_inputs(call: OpCall, first: int) -> tuple[list[int], list[int], list[int]]:
+    """The *_ADAPTIVE pools (TOSA 1.1): kernel, stride and pad from shape_t inputs ``first``..."""
+    return (
+        shape_input(call, first, 2, "kernel"),
+        shape_input(call, first + 1, 2, "stride"),
+        shape_input(call, first + 2, 4, "pad"),
+    )
+
+
+def _check_pool(
+    call: OpCall, kernel: list[int], stride: list[int], pad: list[int]
+) -> tuple[list[int], list[int], list[int]]:
+    """Kernel / stride / pad ERROR_IFs and output shape of the pooling ops."""
     in_shape, out_shape = call.input_decls[0].shape, call.out_shape()
     _check_rank(call, in_shape, 4, "input")
     _check_rank(call, out_shape, 4, "output")
@@ -567,10 +647,24 @@ def _window_counts(
 
 
 @register("AVG_POOL2D")
-@_quiet
 def avg_pool2d(call: OpCall) -> list[np.ndarray]:
     """AVG_POOL2D: mean over each window's in-range values (padding not counted)."""
     call.check_arity(3, 1)
+    return _avg_pool(call, _pool_attrs(call))
+
+
+@register("AVG_POOL2D_ADAPTIVE")
+def avg_pool2d_adaptive(call: OpCall) -> list[np.ndarray]:
+    """AVG_POOL2D_ADAPTIVE (TOSA 1.1): AVG_POOL2D with kernel, stride, pad as shape inputs.
+
+    Inputs: input, input_zp, output_zp, kernel [2], stride [2], pad [4].
+    """
+    call.check_arity(6, 1)
+    return _avg_pool(call, _pool_shape_inputs(call, 3))
+
+
+@_quiet
+def _avg_pool(call: OpCall, window: tuple[list[int], list[int], list[int]]) -> list[np.ndarray]:
     dt, acc_dt = call.in_dtype(0), call.attrs.get("acc_type")
     call.error_if(call.out_dtype() != dt, "output element type != in_out_t")
     call.error_if(
@@ -580,7 +674,7 @@ def avg_pool2d(call: OpCall) -> list[np.ndarray]:
     out_zp = _zero_point(call, 2, dt, "output_zp")
     _check_zero_point(call, in_zp, dt, "input_zp")
     _check_zero_point(call, out_zp, dt, "output_zp")
-    kernel, stride, pad = _check_pool(call)
+    kernel, stride, pad = _check_pool(call, *window)
     n, oh, ow, c = call.out_shape()
     ih, iw = call.input_decls[0].shape[1:3]
     count = np.multiply.outer(
@@ -614,14 +708,25 @@ def avg_pool2d(call: OpCall) -> list[np.ndarray]:
 
 
 @register("MAX_POOL2D")
-@_quiet
 def max_pool2d(call: OpCall) -> list[np.ndarray]:
     """MAX_POOL2D: maximum over each window's in-range values, with the NaN mode for floats."""
     call.check_arity(1, 1)
+    return _max_pool(call, _pool_attrs(call))
+
+
+@register("MAX_POOL2D_ADAPTIVE")
+def max_pool2d_adaptive(call: OpCall) -> list[np.ndarray]:
+    """MAX_POOL2D_ADAPTIVE (TOSA 1.1): MAX_POOL2D with kernel [2], stride [2], pad [4] inputs."""
+    call.check_arity(4, 1)
+    return _max_pool(call, _pool_shape_inputs(call, 1))
+
+
+@_quiet
+def _max_pool(call: OpCall, window: tuple[list[int], list[int], list[int]]) -> list[np.ndarray]:
     dt = call.in_dtype(0)
     call.error_if(call.out_dtype() != dt, "output element type != in_out_t")
     call.error_if(dt not in MAX_TYPES, f"unsupported in_out_t {dt}")
-    kernel, stride, pad = _check_pool(call)
+    kernel, stride, pad = _check_pool(call, *window)
     n, oh, ow, c = call.out_shape()
     x = call.inputs[0]
     if not _is_float(dt):
