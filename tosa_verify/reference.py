@@ -59,7 +59,7 @@ __all__ = [
 ]
 
 #: How the reference model's npy files spell dtypes the numpy default writer cannot express.
-_NPY_DESCR = {"BF16": "<V2", "FP8E4M3": "<V1", "FP8E5M2": "|u1"}
+_NPY_DESCR = {"BF16": "<V2", "FP8E4M3": "<V1", "FP8E5M2": "|u1", "FP8UE8M0": "<V1"}
 #: Dtypes ``tosa_reference_model.run`` cannot exchange.
 _PYTHON_UNSUPPORTED = {"INT4", "INT48", "SHAPE"}
 #: Lines a gdb backtrace leaves in the log (when TOSA_MODEL_NO_BACKTRACE is not honoured).
@@ -184,7 +184,7 @@ def _from_cli(value: np.ndarray, dtype: str, precise: bool) -> np.ndarray:
         return value.view("V1")
     if info.name == "BF16" and value.dtype.kind == "V":
         return value.view("V2")
-    if info.name == "FP8E4M3" and value.dtype.kind == "V":
+    if info.name in ("FP8E4M3", "FP8UE8M0") and value.dtype.kind == "V":
         return value.view("V1")
     return value
 
