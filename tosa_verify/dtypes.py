@@ -114,6 +114,9 @@ def unpack_subbyte(packed: np.ndarray, dtype: str, count: int) -> np.ndarray:
     [1, 2]
     """
     b = np.asarray(packed, dtype=np.uint8).reshape(-1)
+    per, nbytes = _PACKED[dtype]
+    if b.size < -(-count * nbytes // per):
+        raise TosaFormatError(f"packed {dtype} data has {b.size} bytes, {count} elements need {-(-count * nbytes // per)}")
     if dtype == "FP4E2M1":
         codes = np.stack([b & 0x0F, b >> 4], axis=-1).reshape(-1)
     else:
@@ -124,8 +127,6 @@ def unpack_subbyte(packed: np.ndarray, dtype: str, count: int) -> np.ndarray:
             [b0 & 0x3F, (b0 >> 6) | ((b1 & 0x0F) << 2), (b1 >> 4) | ((b2 & 0x03) << 4), b2 >> 2],
             axis=-1,
         ).reshape(-1)
-    if codes.size < count:
-        raise TosaFormatError(f"packed {dtype} data holds {codes.size} elements, needs {count}")
     return codes[:count].astype(np.uint8)
 
 
@@ -145,6 +146,16 @@ def pack_subbyte(codes: np.ndarray, dtype: str) -> np.ndarray:
     v0, v1, v2, v3 = (groups[k::4] & 0x3F for k in range(4))
     out = np.stack([v0 | (v1 << 6), (v1 >> 2) | (v2 << 4), (v2 >> 4) | (v3 << 2)], axis=-1)
     return out.reshape(-1).astype(np.uint8)[: (c.size * 3 + 3) // 4]
+
+
+def reference_shape(shape: tuple[int, ...], dtype: str) -> tuple[int, ...]:
+    """Shape of a tensor's array in the reference model's numpy form (packed FP4/FP6 shrink).
+
+    >>> reference_shape((2, 64), "FP4E2M1"), reference_shape((2, 64), "INT8")
+    ((2, 32), (2, 64))
+    """
+    name = dtype_info(dtype).name
+    return _packed_shape(tuple(shape), name, unpack=False) if name in _PACKED else tuple(shape)
 
 
 def _packed_shape(shape: tuple[int, ...], dtype: str, *, unpack: bool) -> tuple[int, ...]:

@@ -16,6 +16,7 @@ from tosa_verify.diff import diff
 
 from .differential import run_case
 from .strategies import INT_BUILDERS, fp_cases, multi_op_cases, single_op_cases
+from .strategies_11 import V11_BUILDERS, v11_cases
 
 FUZZ = settings(
     deadline=None,
@@ -34,6 +35,18 @@ def _check(case) -> None:
 def test_every_int_op_kind(kind):
     @settings(FUZZ, max_examples=4)
     @given(single_op_cases([kind]))
+    def inner(case):
+        _check(case)
+
+    inner()
+
+
+@pytest.mark.parametrize("kind", sorted(V11_BUILDERS))
+def test_every_v11_kind(kind):
+    """The TOSA 1.1 draft operators (shape ops, MATMUL_T, ROW_GATHER, adaptive pools, MX)."""
+
+    @settings(FUZZ, max_examples=6)
+    @given(v11_cases([kind]))
     def inner(case):
         _check(case)
 

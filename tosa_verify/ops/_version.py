@@ -11,8 +11,7 @@ def is_tosa_11(call: OpCall) -> bool:
     Types the 1.1 draft adds to 1.0 operators (EXT-INT64 on the data-layout ops, for one) are
     accepted only then, so 1.0 graphs keep the 1.0 ERROR_IFs.
 
-    >>> is_tosa_11(call)   # doctest: +SKIP
-    True
+    Example: while running a graph whose version is 1.1.0d, ``is_tosa_11(call)`` is True.
     """
     graph = getattr(call.runtime, "graph", None)
     return graph is not None and tuple(graph.version[:2]) >= (1, 1)
