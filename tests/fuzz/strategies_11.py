@@ -51,10 +51,14 @@ def v_shape_ops(d: Draw, b: Builder) -> T:
     """A shape-operator expression whose value becomes TILE multiples of an int8 input."""
     x = b.input(small_shape(d, d.int(1, 3), 3), "INT8")
     r = len(x.shape)
-    a = [d.int(0, 4) for _ in range(r)]
+    # mostly valid multiples (>= 1); a 0 now and then makes TILE (or a REQUIRE) reject the graph
+    a = [d.int(0 if d.chance(10) else 1, 4) for _ in range(r)]
     op = d.choice([*_SHAPE_BINARY, *_SHAPE_UNARY, "CONCAT_SHAPE", "SLICE_SHAPE", "DIM", "ASSERT_EQUAL_SHAPE"])
     if op in _SHAPE_BINARY:
-        c = [d.int(0 if d.chance(10) else 1, 4) for _ in range(r)]
+        if op == "SUB_SHAPE":  # mostly a result >= 1
+            c = [d.int(0, max(0, p - 1)) if d.chance(90) else d.int(0, 4) for p in a]
+        else:
+            c = [d.int(0 if d.chance(10) else 1, 4) for _ in range(r)]
         vals = [_SHAPE_BINARY[op](p, q) for p, q in zip(a, c, strict=True)]
         s = _shape_op(b, op, [b.shape_const(a), b.shape_const(c)], r)
     elif op in _SHAPE_UNARY:
