@@ -53,7 +53,8 @@ def profiles_and_extensions(graph: Graph) -> tuple[list[str], list[str]]:
         profiles.append("PRO-INT")
     if dtypes & _FLOAT:
         profiles.append("PRO-FP")
-    if "INT48" in dtypes or ("INT16" in dtypes and ops & {"CONV2D", "DEPTHWISE_CONV2D", "MATMUL", "TABLE"}):
+    int16_ops = {"CONV2D", "DEPTHWISE_CONV2D", "MATMUL", "TABLE", "MATMUL_T", "AVG_POOL2D_ADAPTIVE", "MAX_POOL2D_ADAPTIVE"}
+    if "INT48" in dtypes or ("INT16" in dtypes and ops & int16_ops):
         extensions.add("EXT-INT16")
     for dtype, ext in (("INT4", "EXT-INT4"), ("BF16", "EXT-BF16"), ("FP8E4M3", "EXT-FP8E4M3"), ("FP8E5M2", "EXT-FP8E5M2")):
         if dtype in dtypes:
