@@ -6,9 +6,9 @@ Usage (from the repository root)::
     python benchmarks/fuzz_long.py -n 2000 --start 50000 --jobs 2
     python benchmarks/fuzz_long.py --replay multi:1234 # re-run one case and print both results
 
-Graph ``i`` is built from seed ``start + i``; its kind cycles single, single, multi, fp (INT
-single-op graphs, small quantized networks, floating-point single ops), so every reported case is
-reproducible with ``--replay KIND:SEED``. Prints the count of each outcome (agree, both-error,
+Graph ``i`` is built from seed ``start + i``; its kind cycles single, single, multi, fp, v11 (INT
+single-op graphs, small quantized networks, floating-point single ops, TOSA 1.1 draft
+operators), so every reported case is reproducible with ``--replay KIND:SEED``. Prints the count of each outcome (agree, both-error,
 both-unpredictable, unsupported, disagree), a per-operator breakdown, every disagreement, and
 exits 1 if any disagreement was found.
 
@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-KINDS = ("single", "single", "multi", "fp")
+KINDS = ("single", "single", "multi", "fp", "v11")
 
 
 def _one(seed: int) -> tuple[int, str, str, list[str], str]:

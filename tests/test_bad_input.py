@@ -129,12 +129,13 @@ def test_missing_file(tmp_path) -> None:
 
 
 def test_unsupported_tosa_version() -> None:
-    ser = ts.TosaSerializer("", targetMajor=1, targetMinor=1, targetPatch=0, targetDraft=True)
+    # 1.0 and the 1.1 draft load; a later version is refused
+    ser = ts.TosaSerializer("", targetMajor=1, targetMinor=2, targetPatch=0, targetDraft=True)
     main = ser.regions[0].basicBlocks[0]
     main.addTensor("x", [2], ts.DType.INT8)
     main.addInput("x")
     main.addOutput("x")
-    raises_one_line(tosa_verify.TosaFormatError, ser.serialize(), [np.zeros(2, np.int8)], "1.1")
+    raises_one_line(tosa_verify.TosaFormatError, ser.serialize(), [np.zeros(2, np.int8)], "1.2")
 
 
 # --------------------------------------------------------------------------- malformed graphs

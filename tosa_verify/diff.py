@@ -70,7 +70,7 @@ _CONST_OPS = {"CONST", "CONST_SHAPE"}
 _NO_LOCAL_OPS = {"VARIABLE", "VARIABLE_READ", "VARIABLE_WRITE", "CUSTOM"}
 #: Suffix of the renamed outputs in the batched local-check graph.
 _LOCAL_SUFFIX = "__tv_local"
-_FLOAT_DTYPES = {"FP64", "FP32", "FP16", "BF16", "FP8E4M3", "FP8E5M2"}
+_FLOAT_DTYPES = {"FP64", "FP32", "FP16", "BF16", "FP8E4M3", "FP8E5M2", "FP6E2M3", "FP6E3M2", "FP4E2M1", "FP8UE8M0"}
 INHERITED = "inherited"
 _STATUS_ORDER = ["mismatch", "missing", INHERITED, "within_compliance", "exact", "unmatched"]
 
@@ -94,6 +94,17 @@ OPERAND_NAMES: dict[str, tuple[str, ...]] = {
     "GATHER": ("values", "indices"),
     "SCATTER": ("values_in", "indices", "input"),
     "SELECT": ("input1", "input2", "input3"),
+    # TOSA 1.1 draft
+    "MATMUL_T": ("A", "B", "A_zp", "B_zp"),
+    "AVG_POOL2D_ADAPTIVE": ("input", "input_zp", "output_zp", "kernel", "stride", "pad"),
+    "MAX_POOL2D_ADAPTIVE": ("input", "kernel", "stride", "pad"),
+    "ROW_GATHER": ("values", "indices", "row_count"),
+    "SLICE_SHAPE": ("input", "start", "size"),
+    "CAST_FROM_BLOCK_SCALED": ("input_data", "input_scale"),
+    "MATMUL_T_BLOCK_SCALED": ("A_data", "A_scale", "B_data", "B_scale"),
+    "CONV2D_BLOCK_SCALED": (
+        "input_data", "input_scale", "weight_data", "weight_scale", "bias", "pad", "stride", "dilation",
+    ),
 }
 
 
@@ -1192,7 +1203,10 @@ def random_inputs(graph: Source, seed: int = 0) -> dict[str, np.ndarray]:
         if decl is None:
             raise TosaInputError(f"graph input {name!r} is not declared")
         info = dtype_info(decl.dtype)
-        if info.is_float:
+        if info.name == "FP8UE8M0":
+            # block scales: powers of two near 1 (a normal sample would be mostly NaN codes)
+            value = np.exp2(rng.integers(-4, 5, decl.shape)).astype(info.working)
+        elif info.is_float:
             value = rng.standard_normal(decl.shape).astype(info.working)
         elif info.name == "BOOL":
             value = rng.integers(0, 2, decl.shape).astype(bool)

@@ -18,11 +18,20 @@ BF16       ml_dtypes.bfloat16
 FP32       float32
 FP8E4M3    ml_dtypes.float8_e4m3fn
 FP8E5M2    ml_dtypes.float8_e5m2
+FP6E2M3    ml_dtypes.float6_e2m3fn     TOSA 1.1 draft, EXT-MX* element types
+FP6E3M2    ml_dtypes.float6_e3m2fn
+FP4E2M1    ml_dtypes.float4_e2m1fn
+FP8UE8M0   ml_dtypes.float8_e8m0fnu    MX block scale (2**(e-127), 0xFF is NaN)
+MXINT8     int8                        raw two's complement q; the value is q / 64
 =========  ==========================  =====================================
 
 At the API boundary we accept and return what ``tosa_reference_model.run`` uses, so the two
 executors are interchangeable: BF16 as ``|V2`` and FP8 as ``|V1`` raw views (``uint8`` is also
-accepted for FP8 inputs, as the conformance generator writes FP8E5M2 that way).
+accepted for FP8 inputs, as the conformance generator writes FP8E5M2 that way). The TOSA 1.1 MX
+types follow the reference model's numpy files too: FP8UE8M0 as ``|V1``, MXINT8 as ``uint8``
+(the int8 bits), and FP4E2M1 / FP6E2M3 / FP6E3M2 *packed* in ``uint8`` exactly as in a
+flatbuffer constant (two FP4 a byte, four FP6 in three bytes, so the last dimension shrinks to
+1/2 or 3/4). Natural ml_dtypes arrays of these types are accepted as well.
 """
 
 from __future__ import annotations
@@ -78,12 +87,84 @@ DTYPES: dict[str, DTypeInfo] = {
         _info("FP8E4M3", 11, ml_dtypes.float8_e4m3fn, 8, is_float=True),
         _info("FP8E5M2", 12, ml_dtypes.float8_e5m2, 8, is_float=True),
         _info("INT64", 17, np.int64, 64, is_int=True),
+        # TOSA 1.1 draft (EXT-MX*): storage bits as packed in a flatbuffer constant.
+        _info("FP6E2M3", 13, ml_dtypes.float6_e2m3fn, 6, is_float=True),
+        _info("FP6E3M2", 14, ml_dtypes.float6_e3m2fn, 6, is_float=True),
+        _info("FP4E2M1", 15, ml_dtypes.float4_e2m1fn, 4, is_float=True),
+        _info("FP8UE8M0", 16, ml_dtypes.float8_e8m0fnu, 8, is_float=True),
+        _info("MXINT8", 18, np.int8, 8),
     )
 }
 DTYPE_BY_CODE: dict[int, DTypeInfo] = {i.code: i for i in DTYPES.values()}
 
 #: Dtypes whose reference-model numpy form is a raw byte view.
 _RAW_VIEW = {"BF16": np.dtype("V2"), "FP8E4M3": np.dtype("V1"), "FP8E5M2": np.dtype("V1")}
+_RAW_VIEW["FP8UE8M0"] = np.dtype("V1")
+#: Sub-byte MX element types: elements per group and bytes per group when packed.
+_PACKED = {"FP4E2M1": (2, 1), "FP6E2M3": (4, 3), "FP6E3M2": (4, 3)}
+
+
+def unpack_subbyte(packed: np.ndarray, dtype: str, count: int) -> np.ndarray:
+    """Unpack ``count`` FP4/FP6 element codes (one uint8 each) from their packed bytes.
+
+    FP4: low nibble first. FP6: four 6-bit codes v0..v3 in three bytes, ``b0 = v0 | v1 << 6``,
+    ``b1 = v1 >> 2 | v2 << 4``, ``b2 = v2 >> 4 | v3 << 2`` (tosa-tools' serializer layout).
+
+    >>> unpack_subbyte(np.array([0x21], np.uint8), "FP4E2M1", 2).tolist()
+    [1, 2]
+    """
+    b = np.asarray(packed, dtype=np.uint8).reshape(-1)
+    per, nbytes = _PACKED[dtype]
+    if b.size < -(-count * nbytes // per):
+        raise TosaFormatError(f"packed {dtype} data has {b.size} bytes, {count} elements need {-(-count * nbytes // per)}")
+    if dtype == "FP4E2M1":
+        codes = np.stack([b & 0x0F, b >> 4], axis=-1).reshape(-1)
+    else:
+        groups = np.zeros((-(-b.size // 3)) * 3, np.uint8)
+        groups[: b.size] = b
+        b0, b1, b2 = groups[0::3], groups[1::3], groups[2::3]
+        codes = np.stack(
+            [b0 & 0x3F, (b0 >> 6) | ((b1 & 0x0F) << 2), (b1 >> 4) | ((b2 & 0x03) << 4), b2 >> 2],
+            axis=-1,
+        ).reshape(-1)
+    return codes[:count].astype(np.uint8)
+
+
+def pack_subbyte(codes: np.ndarray, dtype: str) -> np.ndarray:
+    """Pack FP4/FP6 element codes (uint8, one a byte) as :func:`unpack_subbyte` reads them.
+
+    >>> pack_subbyte(np.array([1, 2], np.uint8), "FP4E2M1").tolist()
+    [33]
+    """
+    per, nbytes = _PACKED[dtype]
+    c = np.asarray(codes, dtype=np.uint8).reshape(-1)
+    groups = np.zeros(-(-c.size // per) * per, np.uint8)
+    groups[: c.size] = c
+    if dtype == "FP4E2M1":
+        out = (groups[0::2] & 0x0F) | (groups[1::2] << 4)
+        return out[: -(-c.size // 2)]
+    v0, v1, v2, v3 = (groups[k::4] & 0x3F for k in range(4))
+    out = np.stack([v0 | (v1 << 6), (v1 >> 2) | (v2 << 4), (v2 >> 4) | (v3 << 2)], axis=-1)
+    return out.reshape(-1).astype(np.uint8)[: (c.size * 3 + 3) // 4]
+
+
+def reference_shape(shape: tuple[int, ...], dtype: str) -> tuple[int, ...]:
+    """Shape of a tensor's array in the reference model's numpy form (packed FP4/FP6 shrink).
+
+    >>> reference_shape((2, 64), "FP4E2M1"), reference_shape((2, 64), "INT8")
+    ((2, 32), (2, 64))
+    """
+    name = dtype_info(dtype).name
+    return _packed_shape(tuple(shape), name, unpack=False) if name in _PACKED else tuple(shape)
+
+
+def _packed_shape(shape: tuple[int, ...], dtype: str, *, unpack: bool) -> tuple[int, ...]:
+    """Shape of a packed FP4/FP6 array (last dimension scaled) or of its unpacked form."""
+    per, nbytes = _PACKED[dtype]
+    if not shape:
+        return shape
+    last = shape[-1] * per // nbytes if unpack else -(-shape[-1] * nbytes // per)
+    return (*shape[:-1], last)
 
 
 def dtype_info(name_or_code: str | int) -> DTypeInfo:
@@ -132,6 +213,11 @@ def decode_constant(raw: bytes | np.ndarray, dtype: str, shape: tuple[int, ...])
             value |= b[:, k] << (8 * k)
         value = np.where(value >= (1 << 47), value - (1 << 48), value)
         return value.reshape(shape)
+    if info.name in _PACKED:
+        per, nbytes = _PACKED[info.name]
+        need = -(-count * nbytes // per)
+        _check_len(buf, need, dtype, shape)
+        return unpack_subbyte(buf[:need], info.name, count).view(info.working).reshape(shape)
     if info.name == "BOOL":
         _check_len(buf, count, dtype, shape)
         return buf[:count].astype(bool).reshape(shape)
@@ -158,6 +244,13 @@ def to_working(value: np.ndarray, dtype: str, *, what: str = "input") -> np.ndar
     """
     info = dtype_info(dtype)
     arr = np.asarray(value)
+    if info.name in _PACKED and arr.dtype == np.uint8 and arr.ndim:
+        # the reference model's packed form; the last dimension holds the packed bytes
+        shape = _packed_shape(arr.shape, info.name, unpack=True)
+        count = int(np.prod(shape, dtype=np.int64))
+        return unpack_subbyte(arr, info.name, count).view(info.working).reshape(shape)
+    if info.name == "MXINT8" and arr.dtype == np.uint8:
+        return arr.view(np.int8)
     if info.name in _RAW_VIEW and arr.dtype != info.working:
         if arr.dtype.itemsize == info.working.itemsize and arr.dtype.kind in "Vu":
             # np.require, not ascontiguousarray: the latter turns rank-0 arrays into shape (1,).
@@ -187,7 +280,13 @@ def to_reference_form(value: np.ndarray, dtype: str) -> np.ndarray:
     >>> to_reference_form(np.zeros(2, ml_dtypes.bfloat16), "BF16").dtype
     dtype('V2')
     """
-    raw = _RAW_VIEW.get(dtype_info(dtype).name)
+    name = dtype_info(dtype).name
+    if name in _PACKED:
+        shape = _packed_shape(value.shape, name, unpack=False)
+        return pack_subbyte(np.asarray(value).view(np.uint8), name).reshape(shape)
+    if name == "MXINT8":
+        return np.asarray(value).view(np.uint8)
+    raw = _RAW_VIEW.get(name)
     if raw is None:
         return value
     return np.require(value, requirements="C").view(raw)  # keeps rank 0 (see to_working)
@@ -196,3 +295,16 @@ def to_reference_form(value: np.ndarray, dtype: str) -> np.ndarray:
 def natural_dtype(dtype: str) -> np.dtype:
     """The numpy dtype of a working array of this TOSA dtype (alias of ``dtype_info(..).working``)."""
     return dtype_info(dtype).working
+
+
+def float_values(value: np.ndarray, dtype: str) -> np.ndarray:
+    """The real values of a working array of a float (or MXINT8) dtype, as float64.
+
+    MXINT8 holds q in int8 and means q / 64 (OCP MX spec: two's complement with 6 fraction bits).
+
+    >>> float_values(np.array([64, -32], np.int8), "MXINT8").tolist()
+    [1.0, -0.5]
+    """
+    if dtype_info(dtype).name == "MXINT8":
+        return np.asarray(value, dtype=np.float64) / 64.0
+    return np.asarray(value).astype(np.float64)

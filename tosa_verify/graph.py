@@ -290,9 +290,10 @@ def parse(data: bytes) -> Graph:
         raise TosaFormatError(
             f"corrupt or truncated TOSA flatbuffer ({len(data)} bytes): {type(exc).__name__}: {exc}"
         ) from None
-    if version[0] != 1 or version[1] != 0:
+    if version[0] != 1 or version[1] not in (0, 1):
+        # 1.1 is the draft the installed tosa-tools writes (its extra operators live in ops/).
         raise TosaFormatError(
-            f"TOSA version {version[0]}.{version[1]}.{version[2]} is not supported (need 1.0.x)"
+            f"TOSA version {version[0]}.{version[1]}.{version[2]} is not supported (need 1.0.x or 1.1.x)"
         )
     if not regions or not regions[0].blocks:
         raise TosaFormatError("TOSA graph has no region or no basic block")

@@ -124,7 +124,13 @@ FLOAT_FORMATS: dict[str, tuple[int, int, float, bool]] = {
     "BF16": (8, -126, float.fromhex("0x1.fe00000000000p+127"), True),
     "FP8E4M3": (4, -6, 448.0, False),
     "FP8E5M2": (3, -14, 57344.0, True),
+    # TOSA 1.1 MX element types (OCP MX): no infinity and no NaN, see round_to_float
+    "FP6E2M3": (4, 0, 7.5, False),
+    "FP6E3M2": (3, -2, 28.0, False),
+    "FP4E2M1": (2, 0, 6.0, False),
 }
+#: Formats with neither infinity nor NaN: an out-of-range value saturates to the largest one.
+_SATURATING = {"FP6E2M3", "FP6E3M2", "FP4E2M1"}
 
 
 def round_to_float(values: np.ndarray, dtype: str) -> np.ndarray:
@@ -155,5 +161,7 @@ def round_to_float(values: np.ndarray, dtype: str) -> np.ndarray:
         # infinity keeps the sign; FP8E4M3 has none and gives the (positive) NaN 0x7F, as the
         # reference model does
         special = np.copysign(np.inf, x) if has_inf else np.nan
+        if dtype in _SATURATING:
+            special = np.copysign(largest, x)
         rounded = np.where(overflow, special, rounded)
         return rounded.astype(dtype_info(dtype).working)

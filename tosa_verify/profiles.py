@@ -1,4 +1,9 @@
-"""Which TOSA 1.0 profiles and extensions a graph needs, inferred from its ops and dtypes."""
+"""Which TOSA profiles and extensions a graph needs, inferred from its ops and dtypes.
+
+TOSA 1.0 names plus the 1.1 draft's: EXT-SHAPE (shape operators), EXT-INT64, EXT-MX-COMMON with
+one EXT-MX-<element type> per MX element type used (block-scaled ops and MX dtypes) and
+EXT-MXFP-CONV (CONV2D_BLOCK_SCALED).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,22 @@ from collections import Counter
 from .graph import Graph
 
 _FLOAT = {"FP32", "FP16", "BF16", "FP8E4M3", "FP8E5M2"}
-_INT = {"INT4", "INT8", "INT16", "INT32", "INT48"}
+_INT = {"INT4", "INT8", "INT16", "INT32", "INT48", "INT64"}
+#: TOSA 1.1 draft shape operators (EXT-SHAPE).
+SHAPE_OPS = {
+    "DIM", "ADD_SHAPE", "SUB_SHAPE", "MUL_SHAPE", "DIV_CEIL_SHAPE", "DIV_FLOOR_SHAPE", "MOD_SHAPE",
+    "MAX_SHAPE", "MIN_SHAPE", "EXP2_SHAPE", "LOG2_CEIL_SHAPE", "LOG2_FLOOR_SHAPE", "CONCAT_SHAPE",
+    "SLICE_SHAPE", "ASSERT_EQUAL_SHAPE",
+}
+#: MX element dtype -> its 1.1 extension (each also needs EXT-MX-COMMON).
+_MX_EXTENSIONS = {
+    "FP4E2M1": "EXT-MX-FP4E2M1", "FP6E2M3": "EXT-MX-FP6E2M3", "FP6E3M2": "EXT-MX-FP6E3M2",
+    "MXINT8": "EXT-MX-INT8",
+}
+_MX_OPS = {
+    "CAST_TO_BLOCK_SCALED", "CAST_FROM_BLOCK_SCALED", "CONV2D_BLOCK_SCALED", "MATMUL_T_BLOCK_SCALED",
+    "RESHAPE_BLOCK_SCALED", "ROW_GATHER_BLOCK_SCALED",
+}
 
 
 def profiles_and_extensions(graph: Graph) -> tuple[list[str], list[str]]:
@@ -33,7 +53,8 @@ def profiles_and_extensions(graph: Graph) -> tuple[list[str], list[str]]:
         profiles.append("PRO-INT")
     if dtypes & _FLOAT:
         profiles.append("PRO-FP")
-    if "INT48" in dtypes or ("INT16" in dtypes and ops & {"CONV2D", "DEPTHWISE_CONV2D", "MATMUL", "TABLE"}):
+    int16_ops = {"CONV2D", "DEPTHWISE_CONV2D", "MATMUL", "TABLE", "MATMUL_T", "AVG_POOL2D_ADAPTIVE", "MAX_POOL2D_ADAPTIVE"}
+    if "INT48" in dtypes or ("INT16" in dtypes and ops & int16_ops):
         extensions.add("EXT-INT16")
     for dtype, ext in (("INT4", "EXT-INT4"), ("BF16", "EXT-BF16"), ("FP8E4M3", "EXT-FP8E4M3"), ("FP8E5M2", "EXT-FP8E5M2")):
         if dtype in dtypes:
@@ -44,7 +65,38 @@ def profiles_and_extensions(graph: Graph) -> tuple[list[str], list[str]]:
         extensions.add("EXT-CONTROLFLOW")
     if ops & {"VARIABLE", "VARIABLE_READ", "VARIABLE_WRITE"}:
         extensions.add("EXT-VARIABLE")
+    scaled_fp8 = _fp8_of(graph, lambda op: op in _MX_OPS)
+    # FP8 met only as block-scaled data is EXT-MX-FP8*, not EXT-FP8*
+    plain_fp8 = _fp8_of(graph, lambda op: op not in _MX_OPS and op != "CONST")
+    extensions -= {f"EXT-{d}" for d in scaled_fp8 - plain_fp8}
+    extensions |= _extensions_11(ops, dtypes, scaled_fp8)
     return profiles, sorted(extensions)
+
+
+def _fp8_of(graph: Graph, which) -> set[str]:
+    """FP8 dtypes of the tensors operators ``which(op name)`` read or write."""
+    return {
+        d for region in graph.regions for b in region.blocks for op in b.operators if which(op.op)
+        for d in (b.tensors[n].dtype for n in (*op.inputs, *op.outputs) if n in b.tensors)
+        if d in ("FP8E4M3", "FP8E5M2")
+    }
+
+
+def _extensions_11(ops: set[str], dtypes: set[str], scaled_fp8: set[str]) -> set[str]:
+    """The TOSA 1.1 draft extensions of a graph's ops and dtypes (``scaled_fp8``: FP8 dtypes
+    used as block-scaled data, which need EXT-MX-FP8* rather than EXT-FP8*)."""
+    found = set()
+    if ops & SHAPE_OPS:
+        found.add("EXT-SHAPE")
+    if "INT64" in dtypes:
+        found.add("EXT-INT64")
+    mx = {ext for dtype, ext in _MX_EXTENSIONS.items() if dtype in dtypes}
+    mx |= {f"EXT-MX-{d}" for d in scaled_fp8}
+    if mx or ops & _MX_OPS or "FP8UE8M0" in dtypes:
+        found |= mx | {"EXT-MX-COMMON"}
+    if "CONV2D_BLOCK_SCALED" in ops:
+        found.add("EXT-MXFP-CONV")
+    return found
 
 
 def op_histogram(graph: Graph) -> Counter:

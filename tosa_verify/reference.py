@@ -45,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .dtypes import dtype_info, to_reference_form
+from .dtypes import dtype_info, reference_shape, to_reference_form
 from .errors import TosaError, TosaRequireError, TosaUnsupportedError, TosaValidationError
 from .graph import Block, Graph, Tensor, load
 from .interpreter import Inputs, RunResult, Source, bind_inputs
@@ -59,7 +59,7 @@ __all__ = [
 ]
 
 #: How the reference model's npy files spell dtypes the numpy default writer cannot express.
-_NPY_DESCR = {"BF16": "<V2", "FP8E4M3": "<V1", "FP8E5M2": "|u1"}
+_NPY_DESCR = {"BF16": "<V2", "FP8E4M3": "<V1", "FP8E5M2": "|u1", "FP8UE8M0": "<V1"}
 #: Dtypes ``tosa_reference_model.run`` cannot exchange.
 _PYTHON_UNSUPPORTED = {"INT4", "INT48", "SHAPE"}
 #: Lines a gdb backtrace leaves in the log (when TOSA_MODEL_NO_BACKTRACE is not honoured).
@@ -177,11 +177,14 @@ def _from_cli(value: np.ndarray, dtype: str, precise: bool) -> np.ndarray:
     info = dtype_info(dtype)
     if precise and info.is_float:
         return value  # FP64
+    if info.name == "MXINT8" and value.dtype == np.float64:
+        # precise mode writes MXINT8 decoded (q / 64); give back the int8 bits as uint8
+        return np.round(value * 64.0).astype(np.int8).view(np.uint8)
     if info.name == "FP8E5M2" and value.dtype == np.uint8:
         return value.view("V1")
     if info.name == "BF16" and value.dtype.kind == "V":
         return value.view("V2")
-    if info.name == "FP8E4M3" and value.dtype.kind == "V":
+    if info.name in ("FP8E4M3", "FP8UE8M0") and value.dtype.kind == "V":
         return value.view("V1")
     return value
 
@@ -358,7 +361,9 @@ def run(
         results, bnd, log = _run_cli(data, block, values, outputs, precise=precise, bounds=bounds)
     for name, value in zip(outputs, results, strict=True):
         decl = _decl(block, name)
-        if tuple(value.shape) != tuple(decl.shape) and not (value.size == 0 and decl.size == 0):
+        # packed FP4/FP6 outputs come back with a shorter innermost dimension (not in precise mode)
+        shapes = {tuple(decl.shape), tuple(reference_shape(decl.shape, decl.dtype))}
+        if tuple(value.shape) not in shapes and not (value.size == 0 and decl.size == 0):
             raise TosaError(
                 f"reference model returned shape {list(value.shape)} for {decl.dtype} tensor {name!r}, "
                 f"declared {list(decl.shape)}"

@@ -11,7 +11,7 @@ import pytest
 
 import tosa_verify
 
-from .harness import SPEC_OPS, check_op
+from .harness import SPEC_OPS, SPEC_OPS_11, check_op
 
 #: Ops the generator produces no standalone cases for; each is covered by hand-made graphs
 #: checked against the reference model in tests/ops (the test file is named beside it).
@@ -28,6 +28,55 @@ HAND_MADE = {
 @pytest.mark.parametrize("op", [op for op in SPEC_OPS if op not in HAND_MADE])
 def test_generated_cases(op: str, tmp_path) -> None:
     positives, negatives, failures = check_op(op, tmp_path)
+    assert positives > 0, f"the generator produced no positive cases for {op}"
+    assert not failures, f"{len(failures)} of {positives + negatives} cases fail:\n" + "\n".join(failures[:25])
+
+
+#: Ops of the generated ``tosa.Op`` enum that tosa-tools' reference model rejects (it runs the
+#: serializer's lowering of variables instead); we implement them from the spec all the same.
+REFERENCE_REJECTS = {"VARIABLE", "VARIABLE_READ", "VARIABLE_WRITE"}
+
+
+def _enum_ops() -> set[str]:
+    import tosa.Op as op_enum
+
+    return {k for k in vars(op_enum.Op) if not k.startswith("_")} - {"UNKNOWN"}
+
+
+def test_supported_ops_are_the_op_enum() -> None:
+    """SUPPORTED_OPS is every op of the tosa.Op enum: all the reference model runs, plus the
+    variable ops it rejects (checked against the reference in tests/ops)."""
+    enum_ops = _enum_ops()
+    runs = enum_ops - REFERENCE_REJECTS
+    supported = set(tosa_verify.SUPPORTED_OPS)
+    assert not runs - supported, f"reference-model ops we do not implement: {sorted(runs - supported)}"
+    assert supported == enum_ops, (
+        f"not in SUPPORTED_OPS: {sorted(enum_ops - supported)}; not in tosa.Op: {sorted(supported - enum_ops)}"
+    )
+    assert REFERENCE_REJECTS <= set(HAND_MADE)
+    # every enum op has a conformance test here (generated, or hand-made beside it)
+    assert set(SPEC_OPS) | set(SPEC_OPS_11) == enum_ops, sorted(enum_ops ^ (set(SPEC_OPS) | set(SPEC_OPS_11)))
+
+
+#: TOSA 1.1 ops whose generated cases take longest; the default run covers them in the sweep and
+#: through one cheaper relative each (MATMUL_T, CAST_FROM_BLOCK_SCALED).
+SLOW_11 = {"CONV2D_BLOCK_SCALED", "MATMUL_T_BLOCK_SCALED"}
+
+
+@pytest.mark.parametrize("op", [op for op in SPEC_OPS_11 if op not in SLOW_11])
+def test_generated_cases_11(op: str, tmp_path) -> None:
+    """The TOSA 1.1 draft operators against the 1.1 cases the generator makes."""
+    positives, negatives, failures = check_op(op, tmp_path)
+    assert positives > 0, f"the generator produced no positive cases for {op}"
+    assert negatives > 0, f"the generator produced no ERROR_IF cases for {op}"
+    assert not failures, f"{len(failures)} of {positives + negatives} cases fail:\n" + "\n".join(failures[:25])
+
+
+@pytest.mark.sweep
+@pytest.mark.parametrize("op", SPEC_OPS_11)
+def test_generated_cases_11_sweep(op: str, tmp_path) -> None:
+    """The 1.1 sweep: every 1.1 op, more cases per dtype, every ERROR_IF kind three times, seed 7."""
+    positives, negatives, failures = check_op(op, tmp_path, maximum=12, num_errorifs=3, seed=7)
     assert positives > 0, f"the generator produced no positive cases for {op}"
     assert not failures, f"{len(failures)} of {positives + negatives} cases fail:\n" + "\n".join(failures[:25])
 

@@ -65,7 +65,7 @@ class RandomDraw(Draw):
 
 _RAW = {"BF16": ("V2", ml_dtypes.bfloat16), "FP8E4M3": ("V1", ml_dtypes.float8_e4m3fn),
         "FP8E5M2": ("V1", ml_dtypes.float8_e5m2)}
-_NP = {"BOOL": np.bool_, "INT4": np.int8, "INT8": np.int8, "INT16": np.int16, "INT32": np.int32,
+_NP = {"BOOL": np.bool_, "INT4": np.int8, "INT8": np.int8, "INT16": np.int16, "INT32": np.int32, "INT64": np.int64,
        "INT48": np.int64, "FP32": np.float32, "FP16": np.float16, "BF16": ml_dtypes.bfloat16}
 _BITS = {"INT4": 4, "INT8": 8, "INT16": 16, "INT32": 32, "INT48": 48}
 
@@ -107,9 +107,10 @@ class Builder:
     ops: list[str] = field(default_factory=list)
     inputs: dict[str, np.ndarray] = field(default_factory=dict)
     count: int = 0
+    minor: int = 0  # TOSA 1.<minor>: 1 for the 1.1 draft operators (strategies_11)
 
     def __post_init__(self) -> None:
-        self.ser = ts.TosaSerializer("", ts.ConstMode.EMBED, 1, 0, 0, False)
+        self.ser = ts.TosaSerializer("", ts.ConstMode.EMBED, 1, self.minor, 0, self.minor > 0)
         self.block = self.ser.currRegion.currBasicBlock
 
     def _name(self, prefix: str) -> str:
@@ -896,8 +897,12 @@ def multi_op_cases(draw) -> FuzzCase:
 
 
 def case_from_seed(kind: str, seed: int) -> FuzzCase:
-    """Reproducible case for the long run: ``kind`` is ``single``, ``multi`` or ``fp``."""
+    """Reproducible case for the long run: ``kind`` is ``single``, ``multi``, ``fp`` or ``v11``."""
     d = RandomDraw(seed)
+    if kind == "v11":
+        from .strategies_11 import build_v11
+
+        return build_v11(d, seed)
     if kind == "single":
         return build_single(d, seed)
     if kind == "fp":

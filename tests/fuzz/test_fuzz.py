@@ -16,6 +16,7 @@ from tosa_verify.diff import diff
 
 from .differential import run_case
 from .strategies import INT_BUILDERS, fp_cases, multi_op_cases, single_op_cases
+from .strategies_11 import V11_BUILDERS, v11_cases
 
 FUZZ = settings(
     deadline=None,
@@ -30,14 +31,26 @@ def _check(case) -> None:
     assert outcome.ok, f"{case!r}: {outcome.detail}"
 
 
-@pytest.mark.parametrize("kind", sorted(INT_BUILDERS))
-def test_every_int_op_kind(kind):
-    @settings(FUZZ, max_examples=4)
-    @given(single_op_cases([kind]))
+def _each(strategy, examples: int) -> None:
+    """Check ``examples`` cases drawn from ``strategy``."""
+
+    @settings(FUZZ, max_examples=examples)
+    @given(strategy)
     def inner(case):
         _check(case)
 
     inner()
+
+
+@pytest.mark.parametrize("kind", sorted(INT_BUILDERS))
+def test_every_int_op_kind(kind):
+    _each(single_op_cases([kind]), 4)
+
+
+@pytest.mark.parametrize("kind", sorted(V11_BUILDERS))
+def test_every_v11_kind(kind):
+    """The TOSA 1.1 draft operators (shape ops, MATMUL_T, ROW_GATHER, adaptive pools, MX)."""
+    _each(v11_cases([kind]), 6)
 
 
 @settings(FUZZ, max_examples=80)

@@ -1,5 +1,5 @@
 """Data layout operators (spec chapter "Data Layout"): CONCAT, PAD, RESHAPE, REVERSE, SLICE, TILE,
-TRANSPOSE.
+TRANSPOSE, and from the TOSA 1.1 draft RESHAPE_BLOCK_SCALED.
 
 These ops move values without converting them, so results are exact for every dtype. PAD's
 padding, RESHAPE's shape, SLICE's start/size and TILE's multiples are SHAPE operands (int64
@@ -12,10 +12,17 @@ import numpy as np
 
 from ._layout_support import check_rank, check_same_dtype, shape_input
 from ._levels import MAX_RANK, MAX_TENSOR_LIST_SIZE
+from ._mx import MX_ELEMENT_TYPES, SCALE_TYPE, block_size, scale_shape
+from ._version import is_tosa_11
 from .registry import OpCall, register
 
 #: in_out_t of every data layout op in TOSA 1.0 (PRO-INT, PRO-FP, EXT-INT16, EXT-BF16, EXT-FP8*).
 LAYOUT_TYPES = ("BOOL", "INT8", "INT16", "INT32", "FP8E4M3", "FP8E5M2", "FP16", "BF16", "FP32")
+
+
+def _layout_types(call: OpCall) -> tuple[str, ...]:
+    """LAYOUT_TYPES, plus INT64 (EXT-INT64) in a TOSA 1.1 graph."""
+    return LAYOUT_TYPES + ("INT64",) if is_tosa_11(call) else LAYOUT_TYPES
 
 
 @register("CONCAT")
@@ -27,7 +34,7 @@ def concat(call: OpCall) -> list[np.ndarray]:
     call.error_if(
         n > MAX_TENSOR_LIST_SIZE, f"tensor_list_shape(input1) = {n} > MAX_TENSOR_LIST_SIZE"
     )
-    check_same_dtype(call, LAYOUT_TYPES, *range(n))
+    check_same_dtype(call, _layout_types(call), *range(n))
     shapes = [tuple(d.shape) for d in call.input_decls]
     out_shape = tuple(call.out_shape())
     rank = len(shapes[0])
@@ -55,7 +62,7 @@ def concat(call: OpCall) -> list[np.ndarray]:
 def pad(call: OpCall) -> list[np.ndarray]:
     """PAD: surround ``input1`` with ``pad_const``; ``padding`` is [start0, end0, start1, ...]."""
     call.check_arity(3, 1)
-    check_same_dtype(call, LAYOUT_TYPES, 0, 2)
+    check_same_dtype(call, _layout_types(call), 0, 2)
     in_shape = tuple(call.input_decls[0].shape)
     out_shape = tuple(call.out_shape())
     check_rank(call, len(in_shape), 1, MAX_RANK, "input1")
@@ -81,7 +88,7 @@ def pad(call: OpCall) -> list[np.ndarray]:
 def reshape(call: OpCall) -> list[np.ndarray]:
     """RESHAPE: same values in row-major order, new shape given by the ``shape`` operand."""
     call.check_arity(2, 1)
-    check_same_dtype(call, LAYOUT_TYPES, 0)
+    check_same_dtype(call, _layout_types(call), 0)
     in_decl = call.input_decls[0]
     out_shape = tuple(call.out_shape())
     check_rank(call, len(in_decl.shape), 0, MAX_RANK, "input1")
@@ -101,7 +108,7 @@ def reshape(call: OpCall) -> list[np.ndarray]:
 def reverse(call: OpCall) -> list[np.ndarray]:
     """REVERSE: reverse the order of elements along ``axis``."""
     call.check_arity(1, 1)
-    check_same_dtype(call, LAYOUT_TYPES, 0)
+    check_same_dtype(call, _layout_types(call), 0)
     shape = tuple(call.input_decls[0].shape)
     check_rank(call, len(shape), 1, MAX_RANK, "input1")
     call.error_if(tuple(call.out_shape()) != shape, "shape(output) != shape(input1)")
@@ -114,7 +121,7 @@ def reverse(call: OpCall) -> list[np.ndarray]:
 def slice_(call: OpCall) -> list[np.ndarray]:
     """SLICE: the block of ``input1`` starting at ``start`` with extent ``size``."""
     call.check_arity(3, 1)
-    check_same_dtype(call, LAYOUT_TYPES, 0)
+    check_same_dtype(call, _layout_types(call), 0)
     in_shape = tuple(call.input_decls[0].shape)
     out_shape = tuple(call.out_shape())
     rank = len(in_shape)
@@ -142,7 +149,7 @@ def slice_(call: OpCall) -> list[np.ndarray]:
 def tile(call: OpCall) -> list[np.ndarray]:
     """TILE: replicate ``input1`` ``multiples[i]`` times along each dimension i."""
     call.check_arity(2, 1)
-    check_same_dtype(call, LAYOUT_TYPES, 0)
+    check_same_dtype(call, _layout_types(call), 0)
     in_shape = tuple(call.input_decls[0].shape)
     out_shape = tuple(call.out_shape())
     check_rank(call, len(in_shape), 1, MAX_RANK, "input1")
@@ -160,7 +167,7 @@ def tile(call: OpCall) -> list[np.ndarray]:
 def transpose(call: OpCall) -> list[np.ndarray]:
     """TRANSPOSE: output dimension i is input dimension ``perms[i]``."""
     call.check_arity(1, 1)
-    check_same_dtype(call, LAYOUT_TYPES, 0)
+    check_same_dtype(call, _layout_types(call), 0)
     in_shape = tuple(call.input_decls[0].shape)
     out_shape = tuple(call.out_shape())
     rank = len(in_shape)
@@ -182,3 +189,47 @@ def transpose(call: OpCall) -> list[np.ndarray]:
     for i in range(rank):
         call.error_if(in_shape[perms[i]] != out_shape[i], "shape1[perms[i]] != shape[i]")
     return [np.ascontiguousarray(np.transpose(call.inputs[0], perms))]
+
+
+@register("RESHAPE_BLOCK_SCALED")
+def reshape_block_scaled(call: OpCall) -> list[np.ndarray]:
+    """RESHAPE_BLOCK_SCALED (TOSA 1.1): RESHAPE of a tensor list (data, optional block scales).
+
+    Inputs ``input[0], [input[1],] new_value_shape``; with block_size 32 the scales are reshaped
+    to ``new_value_shape`` with the innermost dimension divided by 32.
+    """
+    input_len = len(call.inputs) - 1
+    call.error_if(input_len not in (1, 2), "input_len != 1 && input_len != 2")
+    call.error_if(len(call.output_decls) != input_len, "output_len != input_len")
+    call.check_arity(input_len + 1, input_len)
+    size = block_size(call)
+    call.error_if(input_len == 1 and size != 1, "(input_len == 1) && (block_size != 1)")
+    call.error_if(input_len == 2 and size == 1, "(input_len == 2) && (block_size == 1)")
+    value_shape = tuple(call.input_decls[0].shape)
+    out_shape = tuple(call.out_shape(0))
+    new_shape = tuple(shape_input(call, input_len, len(out_shape), "new_value_shape"))
+    call.error_if(new_shape != out_shape, f"new_value_shape {list(new_shape)} != shape(output[0]) {list(out_shape)}")
+    check_rank(call, len(value_shape), 0, MAX_RANK, "input[0]")
+    check_rank(call, len(out_shape), 0, MAX_RANK, "output[0]")
+    in_size = int(np.prod(value_shape, dtype=np.int64))
+    call.error_if(in_size != int(np.prod(new_shape, dtype=np.int64)), "tensor_size(value_shape1) != tensor_size(new_value_shape)")
+    if input_len == 1:
+        check_same_dtype(call, _layout_types(call), 0)
+        return [np.reshape(call.inputs[0], out_shape)]
+    dtype = call.out_dtype(0)
+    call.error_if(dtype not in MX_ELEMENT_TYPES or call.in_dtype(0) != dtype, f"in_out_t {dtype} is not an MX element type")
+    for dt, what in ((call.in_dtype(1), "input[1]"), (call.out_dtype(1), "output[1]")):
+        call.error_if(dt != SCALE_TYPE, f"{what} is {dt}, not {SCALE_TYPE}")
+    s_shape = tuple(call.input_decls[1].shape)
+    call.error_if(len(value_shape) == 0 or len(new_shape) == 0, "rank(value_shape1) == 0 || rank(new_value_shape) == 0")
+    call.error_if(len(value_shape) != len(s_shape), "rank(value_shape1) != rank(scale_shape1)")
+    call.error_if(value_shape[-1] % size != 0, "(value_shape1_last % block_size) != 0")
+    call.error_if(new_shape[-1] % size != 0, "(new_value_shape_last % block_size) != 0")
+    call.error_if(s_shape[-1] != value_shape[-1] // size, "scale_shape1[-1] != (value_shape1_last / block_size)")
+    new_scale_shape = scale_shape(new_shape, size)
+    call.error_if(
+        int(np.prod(s_shape, dtype=np.int64)) != int(np.prod(new_scale_shape, dtype=np.int64)),
+        "tensor_size(scale_shape1) != tensor_size(new_scale_shape)",
+    )
+    call.error_if(tuple(call.out_shape(1)) != new_scale_shape, "shape(output[1]) != new_scale_shape")
+    return [np.reshape(call.inputs[0], new_shape), np.reshape(call.inputs[1], new_scale_shape)]

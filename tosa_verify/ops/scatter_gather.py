@@ -1,4 +1,5 @@
-"""Scatter/gather operators (spec chapter "Scatter/Gather"): GATHER, SCATTER.
+"""Scatter/gather operators (spec chapter "Scatter/Gather"): GATHER, SCATTER, and from the TOSA
+1.1 draft ROW_GATHER and ROW_GATHER_BLOCK_SCALED.
 
 N is the batch count, K the range of an index, W the number of indices per batch and C the
 number of channels moved per index. Indices are INT32 and must lie in [0, K) (a REQUIRE).
@@ -9,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._layout_support import check_rank
+from ._mx import MX_ELEMENT_TYPES, SCALE_TYPE, block_size, scale_shape
 from .registry import OpCall, register
 
 #: in_out_t of TOSA 1.0.2 plus BOOL: BOOL arrives with TOSA 1.1, but tosa_reference_model and the
@@ -87,3 +89,104 @@ def scatter(call: OpCall) -> list[np.ndarray]:
     out = call.inputs[0].copy()
     out[np.arange(n)[:, None], idx] = call.inputs[2]
     return [out]
+
+
+#: in_out_t of ROW_GATHER (TOSA 1.1): GATHER's types, INT64 and the MX element types.
+ROW_GATHER_TYPES = (*GATHER_TYPES, "INT64", *MX_ELEMENT_TYPES)
+
+
+def _row_count(call: OpCall, i: int) -> int:
+    """The i32_t [1] ``row_count`` operand; ERROR_IF(row_count < 1)."""
+    call.error_if(call.in_dtype(i) != "INT32", f"row_count is {call.in_dtype(i)}, not i32_t")
+    call.error_if(call.inputs[i].size != 1, "shape(row_count) != [1]")
+    count = int(call.inputs[i].reshape(-1)[0])
+    call.error_if(count < 1, "row_count < 1")
+    return count
+
+
+def _row_indices(call: OpCall, i: int, n: int, k: int, rows: int) -> np.ndarray:
+    """The [N, W] index operand (i32_t or i64_t) after REQUIRE(0 <= k && k + row_count <= K)."""
+    call.error_if(call.in_dtype(i) not in ("INT32", "INT64"), f"index_t {call.in_dtype(i)} not i32_t/i64_t")
+    shape = tuple(call.input_decls[i].shape)
+    check_rank(call, len(shape), 2, 2, "indices")
+    call.error_if(shape[0] != n, "shape(indices)[0] != N")
+    idx = call.inputs[i].astype(np.int64)
+    call.require(idx.size == 0 or (idx.min() >= 0 and idx.max() + rows <= k), "0 <= k && (k+row_count) <= K")
+    return idx
+
+
+def _gather_rows(values: np.ndarray, idx: np.ndarray, rows: int) -> np.ndarray:
+    """``out[n, w * rows + r, :] = values[n, idx[n, w] + r, :]``."""
+    n, w = idx.shape
+    taken = (idx[:, :, None] + np.arange(rows)).reshape(n, w * rows)
+    return np.take_along_axis(values, taken[:, :, None], axis=1)
+
+
+def _check_row_gather_shapes(call: OpCall, values: int, output: int, rows: int, w: int) -> tuple[int, int, int]:
+    """Rank-3 [N, K, C] values and [N, W * row_count, C] output; returns (N, K, C)."""
+    values_shape = tuple(call.input_decls[values].shape)
+    out_shape = tuple(call.out_shape(output))
+    check_rank(call, len(values_shape), 3, 3, "values")
+    check_rank(call, len(out_shape), 3, 3, "output")
+    n, k, c = values_shape
+    call.error_if(
+        out_shape != (n, w * rows, c),
+        f"shape(output) {list(out_shape)} != [N, W*row_count, C] = {[n, w * rows, c]}",
+    )
+    return n, k, c
+
+
+@register("ROW_GATHER")
+def row_gather(call: OpCall) -> list[np.ndarray]:
+    """ROW_GATHER (TOSA 1.1): ``row_count`` consecutive rows from each index.
+
+    ``output[n, w*row_count + r, c] = values[n, indices[n, w] + r, c]``.
+    """
+    call.check_arity(3, 1)
+    dtype = call.out_dtype()
+    call.error_if(dtype not in ROW_GATHER_TYPES, f"in_out_t {dtype} not supported")
+    call.error_if(call.in_dtype(0) != dtype, "values and output types differ")
+    rows = _row_count(call, 2)
+    w = call.input_decls[1].shape[-1] if call.input_decls[1].shape else 0
+    n, k, _ = _check_row_gather_shapes(call, 0, 0, rows, w)
+    idx = _row_indices(call, 1, n, k, rows)
+    return [_gather_rows(call.inputs[0], idx, rows)]
+
+
+@register("ROW_GATHER_BLOCK_SCALED")
+def row_gather_block_scaled(call: OpCall) -> list[np.ndarray]:
+    """ROW_GATHER_BLOCK_SCALED (TOSA 1.1): ROW_GATHER of a tensor list (data, optional scales).
+
+    Inputs ``values[0], [values[1],] indices, row_count``; with block_size 32 the scales
+    [N, K, C/32] are gathered alongside the data, with block_size 1 there is no scale tensor.
+    """
+    values_len = len(call.inputs) - 2
+    call.error_if(values_len not in (1, 2), "values_len != 1 && values_len != 2")
+    call.check_arity(values_len + 2, values_len)
+    size = block_size(call)
+    call.error_if(values_len == 1 and size != 1, "(values_len == 1) && (block_size != 1)")
+    call.error_if(values_len == 2 and size == 1, "(values_len == 2) && (block_size == 1)")
+    dtype = call.out_dtype(0)
+    allowed = MX_ELEMENT_TYPES if values_len == 2 else (*GATHER_TYPES, "INT64")
+    call.error_if(dtype not in allowed, f"in_out_t {dtype} not supported")
+    call.error_if(call.in_dtype(0) != dtype, "values[0] and output[0] types differ")
+    rows = _row_count(call, values_len + 1)
+    w = call.input_decls[values_len].shape[-1] if call.input_decls[values_len].shape else 0
+    n, k, c = _check_row_gather_shapes(call, 0, 0, rows, w)
+    call.error_if(c % size != 0, "C % block_size != 0")
+    idx = _row_indices(call, values_len, n, k, rows)
+    results = [_gather_rows(call.inputs[0], idx, rows)]
+    if values_len == 2:
+        for i, what in ((1, "values[1]"), (None, "output[1]")):
+            dt = call.in_dtype(i) if i is not None else call.out_dtype(1)
+            call.error_if(dt != SCALE_TYPE, f"{what} is {dt}, not {SCALE_TYPE}")
+        call.error_if(
+            tuple(call.input_decls[1].shape) != scale_shape((n, k, c), size),
+            "shape(values[1]) != [N, K, C/block_size]",
+        )
+        call.error_if(
+            tuple(call.out_shape(1)) != scale_shape((n, w * rows, c), size),
+            "shape(output[1]) != [N, W*row_count, C/block_size]",
+        )
+        results.append(_gather_rows(call.inputs[1], idx, rows))
+    return results

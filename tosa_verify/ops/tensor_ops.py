@@ -1,5 +1,7 @@
 """Tensor operators (spec chapter "Tensor Operators"): ARGMAX, AVG_POOL2D, CONV2D, CONV3D,
-DEPTHWISE_CONV2D, FFT2D, MATMUL, MAX_POOL2D, RFFT2D, TRANSPOSE_CONV2D.
+DEPTHWISE_CONV2D, FFT2D, MATMUL, MAX_POOL2D, RFFT2D, TRANSPOSE_CONV2D, and from the TOSA 1.1
+draft AVG_POOL2D_ADAPTIVE, MAX_POOL2D_ADAPTIVE, MATMUL_T, MATMUL_T_BLOCK_SCALED and
+CONV2D_BLOCK_SCALED.
 
 Integer dot products (convolutions, MATMUL, AVG_POOL2D sums) are exact: zero points are
 subtracted in int64, then the products are summed in the cheapest numpy dtype that a bound
@@ -19,9 +21,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..dtypes import dtype_info
+from ..dtypes import dtype_info, float_values
 from ..numerics import apply_scale_32, int_range, reciprocal_scale, saturate, wrap
+from ._layout_support import shape_input
 from ._levels import MAX_KERNEL, MAX_RANK, MAX_STRIDE
+from ._mx import MX_ELEMENT_TYPES, SCALE_TYPE, block_size, expand_scales, scale_shape
 from .registry import OpCall, register
 
 INT64 = np.int64
@@ -78,9 +82,9 @@ def _quiet(fn):
     """Run ``fn`` with numpy floating-point warnings off: inf/NaN data is legitimate input."""
 
     @functools.wraps(fn)
-    def wrapper(call: OpCall) -> list[np.ndarray]:
+    def wrapper(call: OpCall, *args) -> list[np.ndarray]:
         with np.errstate(all="ignore"):
-            return fn(call)
+            return fn(call, *args)
 
     return wrapper
 
@@ -298,11 +302,11 @@ def _check_conv_common(
     return in_dt, w_dt, out_dt, acc_dt
 
 
-def _check_bias(call: OpCall, channels: int) -> np.ndarray:
-    """``ERROR_IF(BC != OC && BC != 1)``; returns the bias broadcast to ``channels``."""
-    bc = call.input_decls[2].shape[0]
+def _check_bias(call: OpCall, channels: int, index: int = 2) -> np.ndarray:
+    """``ERROR_IF(BC != OC && BC != 1)``; returns bias input ``index`` broadcast to ``channels``."""
+    bc = call.input_decls[index].shape[0]
     call.error_if(bc != channels and bc != 1, f"BC != OC && BC != 1 (BC={bc}, OC={channels})")
-    return np.broadcast_to(call.inputs[2].reshape(-1), (channels,))
+    return np.broadcast_to(call.inputs[index].reshape(-1), (channels,))
 
 
 # --------------------------------------------------------------------------------------------
@@ -310,17 +314,18 @@ def _check_bias(call: OpCall, channels: int) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 
 
-def _conv_nd(call: OpCall, spatial_rank: int) -> list[np.ndarray]:
-    """CONV2D (spatial_rank 2) and CONV3D (3): weight ``[OC, *K, IC]``, NHWC / NDHWC layout."""
-    in_dt, w_dt, out_dt, _ = _check_conv_common(call, spatial_rank, spatial_rank + 2)
-    pad = _ints(call, "pad", 2 * spatial_rank)
-    stride = _ints(call, "stride", spatial_rank)
-    dilation = _ints(call, "dilation", spatial_rank)
+def _check_conv_geometry(
+    call: OpCall, weight: int, pad: list[int], stride: list[int], dilation: list[int]
+) -> tuple[list[int], list[int]]:
+    """Pad / stride / dilation ERROR_IFs, level checks and output size of a convolution whose
+    input is operand 0 and weight ``[OC, *K, IC]`` operand ``weight``; returns (kernel, out
+    spatial sizes)."""
     in_shape, w_shape, out_shape = (
         call.input_decls[0].shape,
-        call.input_decls[1].shape,
+        call.input_decls[weight].shape,
         call.out_shape(),
     )
+    spatial_rank = len(in_shape) - 2
     n, *in_spatial, ic = in_shape
     oc, *kernel, wic = w_shape
     on, *out_spatial, ooc = out_shape
@@ -342,10 +347,12 @@ def _conv_nd(call: OpCall, spatial_rank: int) -> list[np.ndarray]:
     for i in range(spatial_rank):
         numerator = in_spatial[i] - 1 + pad[2 * i] + pad[2 * i + 1] - (kernel[i] - 1) * dilation[i]
         _out_size(call, out_spatial[i], numerator, stride[i], names[i])
-    bias = _check_bias(call, oc)
+    return kernel, out_spatial
 
-    terms = int(np.prod(kernel)) * ic
-    x, w, dt, bound = _conv_operands(call, in_dt, w_dt, call.inputs[1], terms)
+
+def _conv_accumulate(x: np.ndarray, w: np.ndarray, dt, kernel, stride, dilation, pad, out_spatial) -> np.ndarray:
+    """Direct convolution sums of ``x`` [N, *S, IC] and ``w`` [OC, *K, IC], in dtype ``dt``."""
+    n, ic, oc = x.shape[0], x.shape[-1], w.shape[0]
     # [OC, *K, IC] -> [*K, IC, OC]: one [IC, OC] matrix per kernel tap
     w_taps = np.ascontiguousarray(np.moveaxis(w, 0, -1))
     acc = np.zeros((n, *out_spatial, oc), dtype=dt)
@@ -354,7 +361,22 @@ def _conv_nd(call: OpCall, spatial_rank: int) -> list[np.ndarray]:
         rows = _gemm(region.reshape(-1, ic), w_taps[tap])
         return rows.reshape(*region.shape[:-1], oc)
 
-    _conv_taps(x, kernel, stride, dilation, pad[0::2], out_spatial, acc, contribute)
+    return _conv_taps(x, kernel, stride, dilation, pad[0::2], out_spatial, acc, contribute)
+
+
+def _conv_nd(call: OpCall, spatial_rank: int) -> list[np.ndarray]:
+    """CONV2D (spatial_rank 2) and CONV3D (3): weight ``[OC, *K, IC]``, NHWC / NDHWC layout."""
+    in_dt, w_dt, out_dt, _ = _check_conv_common(call, spatial_rank, spatial_rank + 2)
+    pad = _ints(call, "pad", 2 * spatial_rank)
+    stride = _ints(call, "stride", spatial_rank)
+    dilation = _ints(call, "dilation", spatial_rank)
+    kernel, out_spatial = _check_conv_geometry(call, 1, pad, stride, dilation)
+    oc, ic = call.input_decls[1].shape[0], call.input_decls[0].shape[-1]
+    bias = _check_bias(call, oc)
+
+    terms = int(np.prod(kernel)) * ic
+    x, w, dt, bound = _conv_operands(call, in_dt, w_dt, call.inputs[1], terms)
+    acc = _conv_accumulate(x, w, dt, kernel, stride, dilation, pad, out_spatial)
     if _is_float(out_dt):
         return [_finish_float(acc, bias, out_dt)]
     return [_finish_int(acc, bias, out_dt, bound)]
@@ -513,16 +535,176 @@ def matmul(call: OpCall) -> list[np.ndarray]:
     return [_finish_int(acc, np.zeros(1, INT64), out_dt, bound)]
 
 
+#: MATMUL_T (TOSA 1.1) floating-point operand types: the 1.0 float types plus the MX element
+#: types, whose zero point may be FP32 (the generator's block-scaled operands).
+MATMUL_T_FLOATS = ("FP8E4M3", "FP8E5M2", "FP16", "BF16", "FP32", "FP6E2M3", "FP6E3M2", "FP4E2M1", "MXINT8")
+
+
+def _matmul_t_out_types(a_dt: str, b_dt: str) -> tuple[str, ...]:
+    """Allowed out_t of MATMUL_T for operand types ``a_dt``, ``b_dt`` (spec type table)."""
+    if a_dt in ("INT8", "INT16") or b_dt in ("INT8", "INT16"):
+        return {("INT8", "INT8"): ("INT32",), ("INT16", "INT16"): ("INT48",)}.get((a_dt, b_dt), ())
+    if a_dt not in MATMUL_T_FLOATS or b_dt not in MATMUL_T_FLOATS:
+        return ()
+    if "FP32" in (a_dt, b_dt):
+        return ("FP32",)
+    if (a_dt, b_dt) == ("FP16", "FP16"):
+        return ("FP16", "FP32")
+    return ("BF16", "FP32")
+
+
+@register("MATMUL_T")
+@_quiet
+def matmul_t(call: OpCall) -> list[np.ndarray]:
+    """MATMUL_T (TOSA 1.1): A [N,H,C] x B [D,W,C] -> [N,H,W], B broadcast when D == 1.
+
+    ``output[n, h, w] = sum_c (A[n, h, c] - A_zp) * (B[d, w, c] - B_zp)``, ``d = 0 if D == 1``.
+    A and B may have different float types (mixed precision).
+    """
+    call.check_arity(4, 1)
+    a_dt, b_dt, out_dt = call.in_dtype(0), call.in_dtype(1), call.out_dtype()
+    call.error_if(
+        out_dt not in _matmul_t_out_types(a_dt, b_dt),
+        f"unsupported (A_t, B_t, out_t) {(a_dt, b_dt, out_dt)}",
+    )
+    a_shape, b_shape, o_shape = call.input_decls[0].shape, call.input_decls[1].shape, call.out_shape()
+    _check_rank(call, a_shape, 3, "A")
+    _check_rank(call, b_shape, 3, "B")
+    _check_rank(call, o_shape, 3, "output")
+    n, h, c = a_shape
+    d, w, bc = b_shape
+    call.error_if(d != n and d != 1, "D != N && D != 1")
+    call.error_if(bc != c, "shape(B)[2] != C")
+    call.error_if(tuple(o_shape) != (n, h, w), "shape(output) != [N, H, W]")
+    zps = []
+    for i, dt, what in ((2, a_dt, "A_zp"), (3, b_dt, "B_zp")):
+        zp_dt = call.in_dtype(i)
+        # a block-scaled operand's zero point is fp32 (the generator's scaled types)
+        call.error_if(
+            zp_dt != dt and not (zp_dt == "FP32" and dt in MATMUL_T_FLOATS),
+            f"{what} element type {zp_dt} does not match {dt}",
+        )
+        zp = _zero_point(call, i, zp_dt, what)
+        call.error_if(dt != "INT8" and not zp == 0, f"!is_same<{dt}, i8_t>() && {what} != 0")
+        zps.append(zp)
+    a, b = call.inputs[0], call.inputs[1]
+    b_t = np.swapaxes(b, 1, 2)  # [D, C, W]
+    if _is_float(out_dt):
+        acc = _gemm(float_values(a, a_dt), float_values(b_t, b_dt))  # [N, H, W] by broadcast
+        return [acc.astype(dtype_info(out_dt).working)]
+    a64, a_max = _shifted(a, zps[0])
+    b64, b_max = _shifted(b_t, zps[1])
+    dt, bound = _exact_dtype(c, a_max, b_max)
+    acc = _gemm(a64.astype(dt), b64.astype(dt))
+    return [_finish_int(acc, np.zeros(1, INT64), out_dt, bound)]
+
+
+# --------------------------------------------------------------------------------------------
+# Block-scaled (TOSA 1.1 draft, EXT-MX*): MATMUL_T_BLOCK_SCALED, CONV2D_BLOCK_SCALED
+# --------------------------------------------------------------------------------------------
+#
+# The spec accumulates each block in fp32 and scales it by scale_A * scale_B (powers of two);
+# the compliance check is the dot-product one against an fp64 reference. Scaling every element
+# by its block scale first is exact in float64 (|value| < 2**16, scales in [2**-127, 2**127]),
+# so one float64 dot product of the scaled operands is that reference.
+
+
+def _scaled_operand(call: OpCall, data: int, scale: int, size: int, what: str) -> np.ndarray:
+    """Operand ``data`` times its expanded block scales (operand ``scale``), as float64."""
+    d_dt, s_dt = call.in_dtype(data), call.in_dtype(scale)
+    call.error_if(d_dt not in MX_ELEMENT_TYPES, f"{what} type {d_dt} is not an MX element type")
+    call.error_if(s_dt != SCALE_TYPE, f"{what} scale type {s_dt} != {SCALE_TYPE}")
+    d_shape, s_shape = tuple(call.input_decls[data].shape), tuple(call.input_decls[scale].shape)
+    call.error_if(d_shape[-1] % size != 0, f"{what}: C % block_size != 0")
+    call.error_if(s_shape != scale_shape(d_shape, size), f"shape({what}_scale) != {list(scale_shape(d_shape, size))}")
+    return float_values(call.inputs[data], d_dt) * expand_scales(call.inputs[scale], size)
+
+
+@register("MATMUL_T_BLOCK_SCALED")
+@_quiet
+def matmul_t_block_scaled(call: OpCall) -> list[np.ndarray]:
+    """MATMUL_T_BLOCK_SCALED (TOSA 1.1): block-scaled A [N,H,C] x B [D,W,C] -> fp32 [N,H,W].
+
+    Inputs A_data, A_scale [N,H,C/block_size], B_data, B_scale [D,W,C/block_size].
+    """
+    call.check_arity(4, 1)
+    size = block_size(call)
+    call.error_if(size == 1, "block_size == 1")
+    call.error_if(call.out_dtype() != "FP32", f"out_t {call.out_dtype()} != FP32")
+    call.error_if(call.in_dtype(0) != call.in_dtype(2), "A_t != B_t")
+    a_shape, b_shape, o_shape = call.input_decls[0].shape, call.input_decls[2].shape, call.out_shape()
+    _check_rank(call, a_shape, 3, "A_data")
+    _check_rank(call, b_shape, 3, "B_data")
+    _check_rank(call, call.input_decls[1].shape, 3, "A_scale")
+    _check_rank(call, call.input_decls[3].shape, 3, "B_scale")
+    _check_rank(call, o_shape, 3, "output")
+    n, h, c = a_shape
+    d, w, bc = b_shape
+    call.error_if(c % size != 0, "C % block_size != 0")
+    call.error_if(d != n and d != 1, "D != N && D != 1")
+    call.error_if(bc != c, "shape(B_data)[2] != C")
+    call.error_if(tuple(o_shape) != (n, h, w), "shape(output) != [N, H, W]")
+    a = _scaled_operand(call, 0, 1, size, "A")
+    b = _scaled_operand(call, 2, 3, size, "B")
+    return [_gemm(a, np.swapaxes(b, 1, 2)).astype(np.float32)]
+
+
+@register("CONV2D_BLOCK_SCALED")
+@_quiet
+def conv2d_block_scaled(call: OpCall) -> list[np.ndarray]:
+    """CONV2D_BLOCK_SCALED (TOSA 1.1): block-scaled CONV2D, fp32 bias and output.
+
+    Inputs input_data, input_scale, weight_data, weight_scale, bias [BC], pad [4], stride [2],
+    dilation [2] (shape_t). Padding reads as value 0 (its scale is 1).
+    """
+    call.check_arity(8, 1)
+    size = block_size(call)
+    call.error_if(size == 1, "block_size == 1")
+    call.error_if(call.out_dtype() != "FP32", f"out_t {call.out_dtype()} != FP32")
+    call.error_if(call.in_dtype(4) != "FP32", "bias element type != out_t")
+    call.error_if(call.in_dtype(0) != call.in_dtype(2), "in_t != weight_t")
+    # the spec's type table has every MX element type but MXINT8 (the reference model agrees)
+    call.error_if(call.in_dtype(0) == "MXINT8", "in_t mxint8_t not supported")
+    for i, rank, what in ((0, 4, "input_data"), (1, 4, "input_scale"), (2, 4, "weight_data"),
+                          (3, 4, "weight_scale"), (4, 1, "bias")):
+        _check_rank(call, call.input_decls[i].shape, rank, what)
+    _check_rank(call, call.out_shape(), 4, "output")
+    pad = shape_input(call, 5, 4, "pad")
+    stride = shape_input(call, 6, 2, "stride")
+    dilation = shape_input(call, 7, 2, "dilation")
+    kernel, out_spatial = _check_conv_geometry(call, 2, pad, stride, dilation)
+    oc = call.input_decls[2].shape[0]
+    bias = _check_bias(call, oc, 4)
+    call.error_if(call.input_decls[0].shape[-1] % size != 0, "IC % block_size != 0")
+    x = _scaled_operand(call, 0, 1, size, "input")
+    w = _scaled_operand(call, 2, 3, size, "weight")
+    acc = _conv_accumulate(x, w, F64, kernel, stride, dilation, pad, out_spatial)
+    return [_finish_float(acc, bias, "FP32")]
+
+
 # --------------------------------------------------------------------------------------------
 # Pooling
 # --------------------------------------------------------------------------------------------
 
 
-def _check_pool(call: OpCall) -> tuple[list[int], list[int], list[int]]:
-    """Kernel / stride / pad ERROR_IFs and output shape of AVG_POOL2D and MAX_POOL2D."""
-    kernel = _ints(call, "kernel", 2)
-    stride = _ints(call, "stride", 2)
-    pad = _ints(call, "pad", 4)
+def _pool_attrs(call: OpCall) -> tuple[list[int], list[int], list[int]]:
+    """AVG_POOL2D / MAX_POOL2D: kernel, stride and pad from the attributes."""
+    return _ints(call, "kernel", 2), _ints(call, "stride", 2), _ints(call, "pad", 4)
+
+
+def _pool_shape_inputs(call: OpCall, first: int) -> tuple[list[int], list[int], list[int]]:
+    """The *_ADAPTIVE pools (TOSA 1.1): kernel, stride and pad from shape_t inputs ``first``..."""
+    return (
+        shape_input(call, first, 2, "kernel"),
+        shape_input(call, first + 1, 2, "stride"),
+        shape_input(call, first + 2, 4, "pad"),
+    )
+
+
+def _check_pool(
+    call: OpCall, kernel: list[int], stride: list[int], pad: list[int]
+) -> tuple[list[int], list[int], list[int]]:
+    """Kernel / stride / pad ERROR_IFs and output shape of the pooling ops."""
     in_shape, out_shape = call.input_decls[0].shape, call.out_shape()
     _check_rank(call, in_shape, 4, "input")
     _check_rank(call, out_shape, 4, "output")
@@ -567,10 +749,24 @@ def _window_counts(
 
 
 @register("AVG_POOL2D")
-@_quiet
 def avg_pool2d(call: OpCall) -> list[np.ndarray]:
     """AVG_POOL2D: mean over each window's in-range values (padding not counted)."""
     call.check_arity(3, 1)
+    return _avg_pool(call, _pool_attrs(call))
+
+
+@register("AVG_POOL2D_ADAPTIVE")
+def avg_pool2d_adaptive(call: OpCall) -> list[np.ndarray]:
+    """AVG_POOL2D_ADAPTIVE (TOSA 1.1): AVG_POOL2D with kernel, stride, pad as shape inputs.
+
+    Inputs: input, input_zp, output_zp, kernel [2], stride [2], pad [4].
+    """
+    call.check_arity(6, 1)
+    return _avg_pool(call, _pool_shape_inputs(call, 3))
+
+
+@_quiet
+def _avg_pool(call: OpCall, window: tuple[list[int], list[int], list[int]]) -> list[np.ndarray]:
     dt, acc_dt = call.in_dtype(0), call.attrs.get("acc_type")
     call.error_if(call.out_dtype() != dt, "output element type != in_out_t")
     call.error_if(
@@ -580,7 +776,7 @@ def avg_pool2d(call: OpCall) -> list[np.ndarray]:
     out_zp = _zero_point(call, 2, dt, "output_zp")
     _check_zero_point(call, in_zp, dt, "input_zp")
     _check_zero_point(call, out_zp, dt, "output_zp")
-    kernel, stride, pad = _check_pool(call)
+    kernel, stride, pad = _check_pool(call, *window)
     n, oh, ow, c = call.out_shape()
     ih, iw = call.input_decls[0].shape[1:3]
     count = np.multiply.outer(
@@ -614,14 +810,25 @@ def avg_pool2d(call: OpCall) -> list[np.ndarray]:
 
 
 @register("MAX_POOL2D")
-@_quiet
 def max_pool2d(call: OpCall) -> list[np.ndarray]:
     """MAX_POOL2D: maximum over each window's in-range values, with the NaN mode for floats."""
     call.check_arity(1, 1)
+    return _max_pool(call, _pool_attrs(call))
+
+
+@register("MAX_POOL2D_ADAPTIVE")
+def max_pool2d_adaptive(call: OpCall) -> list[np.ndarray]:
+    """MAX_POOL2D_ADAPTIVE (TOSA 1.1): MAX_POOL2D with kernel [2], stride [2], pad [4] inputs."""
+    call.check_arity(4, 1)
+    return _max_pool(call, _pool_shape_inputs(call, 1))
+
+
+@_quiet
+def _max_pool(call: OpCall, window: tuple[list[int], list[int], list[int]]) -> list[np.ndarray]:
     dt = call.in_dtype(0)
     call.error_if(call.out_dtype() != dt, "output element type != in_out_t")
     call.error_if(dt not in MAX_TYPES, f"unsupported in_out_t {dt}")
-    kernel, stride, pad = _check_pool(call)
+    kernel, stride, pad = _check_pool(call, *window)
     n, oh, ow, c = call.out_shape()
     x = call.inputs[0]
     if not _is_float(dt):

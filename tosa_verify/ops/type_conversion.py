@@ -1,4 +1,5 @@
-"""Type conversion operators (spec chapter "Type Conversion"): CAST, RESCALE.
+"""Type conversion operators (spec chapter "Type Conversion"): CAST, RESCALE, and from the TOSA 1.1
+draft CAST_TO_BLOCK_SCALED and CAST_FROM_BLOCK_SCALED.
 
 Integer arithmetic is done in int64 and wrapped or saturated explicitly. Float results are rounded
 once, to nearest even, straight from float64 (which holds every TOSA input value exactly).
@@ -8,10 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import dtype_info
+from ..dtypes import dtype_info, float_values
 from ..numerics import apply_scale_16, apply_scale_32, int_range, round_to_float, saturate, wrap
 from ._layout_support import check_rank
 from ._levels import MAX_RANK
+from ._mx import MX_ELEMENT_TYPES, SCALE_TYPE, block_size, expand_scales, scale_shape
 from .registry import OpCall, register
 
 _FLOATS = ("FP16", "BF16", "FP32", "FP8E4M3", "FP8E5M2")
@@ -212,3 +214,105 @@ def rescale(call: OpCall) -> list[np.ndarray]:
     else:
         out = saturate(result, out_t)
     return [out.astype(dtype_info(out_t).working)]
+
+
+# --- TOSA 1.1 draft: MX block-scaled casts (EXT-MX*) ---------------------------------------------
+
+#: (normal_max, normal_frac) of the MX element types: the largest normal value and the number of
+#: fraction bits; MXINT8 is q / 64 with |q| <= 127.
+_MX_FORMATS = {
+    "FP8E4M3": (448.0, 3),
+    "FP8E5M2": (57344.0, 2),
+    "FP6E2M3": (7.5, 3),
+    "FP6E3M2": (28.0, 2),
+    "FP4E2M1": (6.0, 1),
+    "MXINT8": (127.0 / 64.0, 6),
+}
+_E8M0_MIN, _E8M0_MAX = 2.0**-127, 2.0**127
+_BLOCK_FLOATS = ("BF16", "FP32")
+
+
+def _largest_rounding_to_normal_max(out_dt: str) -> float:
+    """Spec get_largest_value_rounding_to_normal_max<out_t>(): normal_max plus half its ulp."""
+    largest, frac = _MX_FORMATS[out_dt]
+    ulp = 1.0 / 64.0 if out_dt == "MXINT8" else 2.0 ** (np.floor(np.log2(largest)) - frac)
+    return largest + 0.5 * ulp
+
+
+def _block_scales(max_abs: np.ndarray, out_dt: str) -> np.ndarray:
+    """Spec calc_block_scale<in_t, fp8ue8m0_t, out_t>(max_abs), elementwise, as float64."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.log2(max_abs / _largest_rounding_to_normal_max(out_dt))
+        exp = np.ceil(ratio) if out_dt == "FP8E4M3" else np.floor(ratio) + 1
+        scale = np.clip(np.exp2(exp), _E8M0_MIN, _E8M0_MAX)
+    scale = np.where(max_abs == 0, _E8M0_MIN, scale)
+    return np.where(np.isfinite(max_abs), scale, np.nan)
+
+
+def _round_mx(values: np.ndarray, out_dt: str) -> np.ndarray:
+    """round_to_nearest_float<out_t> of float64 ``values`` into an MX element type's working array."""
+    if out_dt == "MXINT8":
+        # two's complement q / 64; |values| < 127.5 / 64 by the scale choice, NaN has no code
+        q = np.clip(np.round(np.nan_to_num(values) * 64.0), -128, 127)
+        return q.astype(np.int8)
+    return round_to_float(values, out_dt)
+
+
+def _check_block_shapes(call: OpCall, shape: tuple[int, ...], size: int) -> None:
+    """ERROR_IF(rank(shape) == 0 || shape[rank(shape)-1] % block_size != 0), block_size != 1."""
+    call.error_if(len(shape) == 0 or shape[-1] % size != 0, "rank(shape) == 0 || shape[rank(shape)-1] % block_size != 0")
+    call.error_if(size == 1, "block_size == 1")
+    check_rank(call, len(shape), 1, MAX_RANK, "input_data")
+
+
+@register("CAST_TO_BLOCK_SCALED")
+def cast_to_block_scaled(call: OpCall) -> list[np.ndarray]:
+    """CAST_TO_BLOCK_SCALED (TOSA 1.1): float data -> (MX element data, FP8UE8M0 block scales).
+
+    Each block of ``block_size`` innermost elements gets the scale ``calc_block_scale(max |x|)``
+    and the elements ``round_to_nearest_float(x / scale)``.
+    """
+    call.check_arity(1, 2)
+    size = block_size(call)
+    in_dt, out_dt, scale_dt = call.in_dtype(0), call.out_dtype(0), call.out_dtype(1)
+    call.error_if(in_dt not in _BLOCK_FLOATS, f"in_t {in_dt} not bf16_t/fp32_t")
+    call.error_if(out_dt not in MX_ELEMENT_TYPES, f"out_t {out_dt} is not an MX element type")
+    call.error_if(scale_dt != SCALE_TYPE, f"scale_t {scale_dt} != {SCALE_TYPE}")
+    shape = tuple(call.input_decls[0].shape)
+    _check_block_shapes(call, shape, size)
+    call.error_if(tuple(call.out_shape(0)) != shape, "shape(output_data) != shape")
+    call.error_if(tuple(call.out_shape(1)) != scale_shape(shape, size), "shape(output_scale) != out_scale_shape")
+    x = _widen(call.inputs[0])
+    blocks = x.reshape(*shape[:-1], shape[-1] // size, size)
+    with np.errstate(invalid="ignore"):
+        # apply_max_s: a NaN anywhere in the block makes max_abs NaN
+        max_abs = np.max(np.abs(blocks), axis=-1)
+    scales = _block_scales(max_abs, out_dt)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        data = _round_mx((blocks / scales[..., None]).reshape(shape), out_dt)
+    return [data, scales.astype(dtype_info(SCALE_TYPE).working)]
+
+
+@register("CAST_FROM_BLOCK_SCALED")
+def cast_from_block_scaled(call: OpCall) -> list[np.ndarray]:
+    """CAST_FROM_BLOCK_SCALED (TOSA 1.1): (MX element data, FP8UE8M0 scales) -> bf16/fp32.
+
+    ``output = round_to_nearest_float<out_t>(fp32(data) * fp32(scale))``, the product in fp32.
+    """
+    call.check_arity(2, 1)
+    size = block_size(call)
+    in_dt, scale_dt, out_dt = call.in_dtype(0), call.in_dtype(1), call.out_dtype()
+    call.error_if(in_dt not in MX_ELEMENT_TYPES, f"in_t {in_dt} is not an MX element type")
+    call.error_if(scale_dt != SCALE_TYPE, f"scale_t {scale_dt} != {SCALE_TYPE}")
+    call.error_if(out_dt not in _BLOCK_FLOATS, f"out_t {out_dt} not bf16_t/fp32_t")
+    shape, s_shape = tuple(call.input_decls[0].shape), tuple(call.input_decls[1].shape)
+    _check_block_shapes(call, shape, size)
+    call.error_if(len(shape) != len(s_shape), "rank(shape) != rank(in_scale_shape)")
+    call.error_if(shape[:-1] != s_shape[:-1], "shape[axis_index] != in_scale_shape[axis_index]")
+    call.error_if(shape[-1] != s_shape[-1] * size, "shape[rank(shape) - 1] != in_scale_shape[rank(shape) - 1] * block_size")
+    call.error_if(tuple(call.out_shape()) != shape, "shape(output_data) != shape")
+    values = float_values(call.inputs[0], in_dt).astype(np.float32)
+    scales = expand_scales(call.inputs[1], size).astype(np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        product = values * scales  # apply_mul_s<fp32_t>: one fp32 rounding (overflow -> inf)
+    return [round_to_float(product.astype(np.float64), out_dt)]
