@@ -8,6 +8,7 @@ True
 from __future__ import annotations
 
 from . import reference
+from .batch import run_batch
 from .compare import Verdict, compare
 from .diff import DiffReport, diff
 from .drift import DriftReport, drift
@@ -54,4 +55,5 @@ __all__ = [
     "load",
     "reference",
     "run",
+    "run_batch",
 ]
