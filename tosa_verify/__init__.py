@@ -21,6 +21,7 @@ from .errors import (
     TosaUnsupportedError,
     TosaValidationError,
 )
+from .evaluate import EvalReport, evaluate
 from .graph import Block, Graph, Operator, Region, Tensor, load
 from .interpreter import Interpreter, RunResult, run
 from .ops.registry import REGISTRY as _REGISTRY
@@ -35,6 +36,7 @@ __all__ = [
     "Block",
     "DiffReport",
     "DriftReport",
+    "EvalReport",
     "Graph",
     "Interpreter",
     "Operator",
@@ -52,6 +54,7 @@ __all__ = [
     "compare",
     "diff",
     "drift",
+    "evaluate",
     "load",
     "reference",
     "run",
