@@ -43,7 +43,7 @@ from .batch import run_batch
 from .errors import TosaError, TosaInputError
 from .graph import Graph, load
 
-__all__ = ["EvalReport", "LayerSQNR", "Progress", "evaluate", "load_dataset", "write_eval_html"]
+__all__ = ["EvalReport", "LayerSQNR", "Progress", "evaluate", "load_dataset", "run_sharded", "write_eval_html"]
 
 #: Every metric :func:`evaluate` knows; ``metrics=`` picks a subset.
 METRICS = ("top1", "top5", "accuracy", "confusion", "sqnr", "layers")
@@ -261,9 +261,16 @@ def _worker_init() -> None:
     _limit_threads()
 
 
-def _run_tosa(tosa: bytes, arrays: list[np.ndarray], *, batch_size: int, workers: int, executor: str,
-              ray_address: str | None, progress: Progress) -> list[np.ndarray]:
-    """All inputs through the graph, shard by shard, merged in shard order."""
+def run_sharded(tosa: bytes, arrays: list[np.ndarray], *, batch_size: int = 32, workers: int = 1,
+                executor: str = "local", ray_address: str | None = None,
+                progress: Progress | None = None) -> list[np.ndarray]:
+    """Stacked inputs through the graph in shards of ``batch_size``, on ``workers`` processes
+    (``executor="local"``) or Ray tasks (``"ray"``), merged in shard order: the same bits as
+    :func:`~tosa_verify.batch.run_batch` in one process.
+
+    >>> [y] = run_sharded(open("model.tosa", "rb").read(), [xs], batch_size=8, workers=2)   # doctest: +SKIP
+    """
+    progress = progress or Progress(arrays[0].shape[0], stream=None)
     n = arrays[0].shape[0]
     key = hashlib.sha256(tosa).hexdigest()[:16]
     bounds = [(s, min(s + batch_size, n)) for s in range(0, n, batch_size)]
@@ -462,7 +469,7 @@ def evaluate(lowered: Any, dataset: np.ndarray | Sequence[np.ndarray], *, labels
     # ---- TOSA
     t = time.perf_counter()
     bar = Progress(n, "eval TOSA", progress)
-    raw = _run_tosa(tosa, tosa_inputs, batch_size=batch_size, workers=workers, executor=executor,
+    raw = run_sharded(tosa, tosa_inputs, batch_size=batch_size, workers=workers, executor=executor,
                     ray_address=ray_address, progress=bar)[0]
     seconds["tosa"] = time.perf_counter() - t
     qps = getattr(lowered, "output_qparams", None) or [None]
