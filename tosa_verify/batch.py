@@ -274,6 +274,8 @@ def batch_graph(source: Source, batch: int) -> BatchedGraph:
 def _stacked_inputs(graph: Graph, inputs: Inputs) -> tuple[list[np.ndarray], int]:
     """The per-input stacked arrays in graph input order and the sample count N."""
     names = graph.main.inputs
+    if not names:
+        raise TosaInputError("the graph has no inputs: there is nothing to stack samples on")
     if isinstance(inputs, Mapping):
         unknown = sorted(set(inputs) - set(names))
         missing = [n for n in names if n not in inputs]

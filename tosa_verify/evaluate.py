@@ -261,6 +261,26 @@ def _worker_init() -> None:
     _limit_threads()
 
 
+_POOLS: dict[int, Any] = {}
+
+
+def _pool(workers: int) -> Any:
+    """A process pool of ``workers``, kept for later calls: its workers keep their parsed graphs
+    (by content hash), so repeated evaluations pay process start-up and graph parsing once."""
+    pool = _POOLS.get(workers)
+    if pool is None or getattr(pool, "_broken", False):
+        import atexit
+        import concurrent.futures as cf
+        import multiprocessing
+
+        # spawn, not fork: the parent has torch's and BLAS's thread pools running
+        pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                                      initializer=_worker_init)
+        _POOLS[workers] = pool
+        atexit.register(pool.shutdown, cancel_futures=True)
+    return pool
+
+
 def run_sharded(tosa: bytes, arrays: list[np.ndarray], *, batch_size: int = 32, workers: int = 1,
                 executor: str = "local", ray_address: str | None = None,
                 progress: Progress | None = None) -> list[np.ndarray]:
@@ -284,16 +304,13 @@ def run_sharded(tosa: bytes, arrays: list[np.ndarray], *, batch_size: int = 32, 
             progress.update(shard[0].shape[0])
     else:
         import concurrent.futures as cf
-        import multiprocessing
 
-        # spawn, not fork: the parent has torch's and BLAS's thread pools running
-        ctx = multiprocessing.get_context("spawn")
-        with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init) as pool:
-            futures = {pool.submit(run_shard, tosa, key, shard, batch_size): i for i, shard in enumerate(shards)}
-            for fut in cf.as_completed(futures):
-                i = futures[fut]
-                results[i] = fut.result()
-                progress.update(shards[i][0].shape[0])
+        pool = _pool(workers)
+        futures = {pool.submit(run_shard, tosa, key, shard, batch_size): i for i, shard in enumerate(shards)}
+        for fut in cf.as_completed(futures):
+            i = futures[fut]
+            results[i] = fut.result()
+            progress.update(shards[i][0].shape[0])
     progress.done()
     return [np.concatenate(parts) for parts in zip(*results, strict=True)]
 

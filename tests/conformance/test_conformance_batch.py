@@ -70,6 +70,13 @@ def test_conformance_graphs_batch_bit_identically(op):
         for g, w, dt in zip(got, zip(*expected, strict=True), dtypes, strict=True):
             assert _identical(g, np.stack(w), dt), f"{case.name}: batched output differs"
         checked += 1
-        batched_cases += batch_graph(graph, 3).graph is not None
+        plan = batch_graph(graph, 3)
+        if plan.graph is not None:
+            # the batched graph itself runs (run_batch would hide a failure behind its fallback)
+            direct = tosa_verify.run(plan.graph, [a.reshape(-1, *a.shape[2:]) for a in stacked])
+            for g, w, dt, b in zip(direct, zip(*expected, strict=True), dtypes, plan.batched_outputs, strict=True):
+                want = np.stack(w).reshape(g.shape) if b else w[0]
+                assert _identical(g, want, dt), f"{case.name}: batched graph differs"
+            batched_cases += 1
     assert checked > 0, f"no positive {op} case ran"
     assert batched_cases > 0, f"no {op} case was batched: every one fell back to per-sample runs"
