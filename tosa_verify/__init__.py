@@ -8,6 +8,7 @@ True
 from __future__ import annotations
 
 from . import reference
+from .batch import run_batch
 from .compare import Verdict, compare
 from .diff import DiffReport, diff
 from .drift import DriftReport, drift
@@ -20,6 +21,7 @@ from .errors import (
     TosaUnsupportedError,
     TosaValidationError,
 )
+from .evaluate import EvalReport, evaluate
 from .graph import Block, Graph, Operator, Region, Tensor, load
 from .interpreter import Interpreter, RunResult, run
 from .ops.registry import REGISTRY as _REGISTRY
@@ -34,6 +36,7 @@ __all__ = [
     "Block",
     "DiffReport",
     "DriftReport",
+    "EvalReport",
     "Graph",
     "Interpreter",
     "Operator",
@@ -51,7 +54,9 @@ __all__ = [
     "compare",
     "diff",
     "drift",
+    "evaluate",
     "load",
     "reference",
     "run",
+    "run_batch",
 ]

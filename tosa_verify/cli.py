@@ -34,6 +34,9 @@ Verbs:
   check    the whole job on a model: quantize and lower -> validate -> interpreter vs reference
            diff -> drift vs float -> Vela compile -> golden compare -> report (default model:
            the built-in digits CNN)
+  eval     float vs fake-quant vs TOSA over a data set: top-1/top-5 agreement, accuracy, confusion,
+           output SQNR distribution, per-layer SQNR; batched and parallel (default: the digits
+           CNN on its 450 held-out images)
 
 Exit codes: 0 success, 1 a check failed, 2 an error (bad input, invalid graph).
 """
@@ -240,6 +243,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_check_arguments(p)
     _add_budget_arguments(p)
     p.set_defaults(func=check_main)
+
+    from .eval_cli import __doc__ as eval_doc
+    from .eval_cli import add_eval_arguments, eval_main
+
+    p = sub.add_parser("eval", help="evaluate a lowered model over a data set (agreement, accuracy, SQNR)",
+                       description=eval_doc.split("\n\n>>>")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_eval_arguments(p)
+    p.set_defaults(func=eval_main)
     return parser
 
 

@@ -331,3 +331,22 @@ def test_pad_and_transpose_bf16_keep_bits() -> None:
     )
     g.op(ts.Op.TRANSPOSE, [padded], [5, 3], ts.DType.BF16, "TransposeAttribute", [1, 0])
     g.assert_identical()
+
+
+@pytest.mark.parametrize("output_zp", [0, -17])
+def test_rescale_per_channel_int32_float64_and_int64_paths(output_zp) -> None:
+    """RESCALE of INT32 accumulators, per channel: channel 0 large values with a large shift
+    (|v| * m near 2**61: the int64 path), channel 1 small values with a small shift (whose
+    range check fails for the tensor's extremes, so the channels' own extremes decide), and a
+    tensor of small values only (the float64 path, ties at .5 included)."""
+    rng = np.random.default_rng(3)
+    big = rng.integers(-(2**30), 2**30, size=(4, 6)).astype(np.int32)
+    small = rng.integers(-(2**18), 2**18, size=(4, 6)).astype(np.int32)
+    x = np.stack([big, small], axis=-1)
+    g = _rescale(x, ts.DType.INT32, ts.DType.INT8, [2**31 - 1, 1 << 30], [60, 20],
+                 per_channel=True, output_zp=output_zp)
+    g.assert_identical()
+    ties = np.array([[2, -2, 6, -6, 2**20 + 2, -(2**20) - 2], [1, -1, 3, -3, 5, -5]], dtype=np.int32)
+    g = _rescale(ties[..., None].repeat(3, -1), ts.DType.INT32, ts.DType.INT8, [1 << 30, 1 << 30, 3 << 29],
+                 [32, 31, 33], per_channel=True, output_zp=output_zp)
+    g.assert_identical()

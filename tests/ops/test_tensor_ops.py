@@ -334,3 +334,40 @@ def test_error_if_cases_are_rejected():
     ]:
         with pytest.raises(TosaValidationError):
             tosa_verify.run(graph, feeds)
+
+
+@pytest.mark.parametrize("stride", [[1, 1], [2, 2], [2, 1], [1, 3]])
+@pytest.mark.parametrize("dilation", [[1, 1], [2, 1]])
+def test_depthwise_conv2d_int8_blocked_kernel(stride, dilation):
+    """The row-blocked, column-phase DEPTHWISE_CONV2D kernel (M = 1, several samples, zero
+    points, asymmetric padding, strides and dilations that mix phases)."""
+    n, ih, iw, c = 3, 11, 13, 5
+    pad = [1, 2, 2, 1]
+    oh = (ih - 1 + pad[0] + pad[1] - 2 * dilation[0]) // stride[0] + 1
+    ow = (iw - 1 + pad[2] + pad[3] - 2 * dilation[1]) // stride[1] + 1
+    ih = (oh - 1) * stride[0] + 1 + 2 * dilation[0] - pad[0] - pad[1]  # idiv_check exact
+    iw = (ow - 1) * stride[1] + 1 + 2 * dilation[1] - pad[2] - pad[3]
+    consts = _conv_consts(_ints((3, 3, c, 1), DT.INT8), DT.INT8, _ints((c,), DT.INT32, -5000, 5000),
+                          DT.INT32, DT.INT8, -3, 7)
+    attr = _attr("DepthwiseConv2dAttribute", pad, stride, dilation, False, DT.INT32)
+    graph = _graph(ts.Op.DEPTHWISE_CONV2D, attr, [((n, ih, iw, c), DT.INT8)], consts,
+                   [((n, oh, ow, c), DT.INT32)])
+    _assert_same_as_reference(graph, [_ints((n, ih, iw, c), DT.INT8)])
+
+
+@pytest.mark.parametrize(("stride", "dilation", "ic"), [([1, 1], [1, 1], 3), ([2, 2], [1, 1], 3),
+                                                        ([1, 2], [2, 1], 7), ([1, 1], [1, 1], 200)])
+def test_conv2d_int8_gathered_patches_and_pointwise(stride, dilation, ic):
+    """CONV2D's one-GEMM paths: gathered patches for few input channels (taps * IC <= 256),
+    the per-tap path beyond, and the pointwise (1x1) GEMM."""
+    n, oc = 2, 6
+    for k in (3, 1):
+        pad = [1, 0, 2, 1] if k == 3 else [0, 0, 0, 0]
+        oh, ow = 4, 5
+        ih = (oh - 1) * stride[0] + 1 + (k - 1) * dilation[0] - pad[0] - pad[1]
+        iw = (ow - 1) * stride[1] + 1 + (k - 1) * dilation[1] - pad[2] - pad[3]
+        consts = _conv_consts(_ints((oc, k, k, ic), DT.INT8), DT.INT8, _ints((oc,), DT.INT32, -9000, 9000),
+                              DT.INT32, DT.INT8, 5, -2)
+        attr = _attr("Conv2dAttribute", pad, stride, dilation, False, DT.INT32)
+        graph = _graph(ts.Op.CONV2D, attr, [((n, ih, iw, ic), DT.INT8)], consts, [((n, oh, ow, oc), DT.INT32)])
+        _assert_same_as_reference(graph, [_ints((n, ih, iw, ic), DT.INT8)])

@@ -187,7 +187,9 @@ def _finish_int(acc: np.ndarray, bias: np.ndarray, out_dtype: str, bound: int) -
     exact = {np.dtype(np.float32): 1 << 24, np.dtype(F64): 1 << 53}.get(acc.dtype, 1 << 62)
     if total < exact and total <= hi:
         # acc + bias is exact in acc's dtype and cannot leave out_t's range: no int64 detour
-        return (acc + bias.astype(acc.dtype)).astype(working)
+        # (in place: every caller passes a fresh accumulator it does not use afterwards)
+        acc += bias.astype(acc.dtype)
+        return acc.astype(working)
     out = acc.astype(INT64)
     out += bias.astype(INT64)
     if out.size and (int(out.min()) < lo or int(out.max()) > hi):
@@ -275,10 +277,117 @@ def _conv_operands(call: OpCall, in_dtype: str, w_dtype: str, weight: np.ndarray
     x = call.inputs[0]
     if _is_float(in_dtype):
         return x.astype(F64), weight.astype(F64), F64, 0
-    xs, x_max = _shifted(x, _zero_point(call, 3, in_dtype, "input_zp"))
-    ws, w_max = _shifted(weight, _zero_point(call, 4, w_dtype, "weight_zp"))
+    x_zp, w_zp = _zero_point(call, 3, in_dtype, "input_zp"), _zero_point(call, 4, w_dtype, "weight_zp")
+    x_max, w_max = _shifted_max(x, x_zp), _shifted_max(weight, w_zp)
     dt, bound = _exact_dtype(terms, x_max, w_max)
-    return xs.astype(dt, copy=False), ws.astype(dt, copy=False), dt, bound
+    return _shift_to(x, x_zp, dt), _shift_to(weight, w_zp, dt), dt, bound
+
+
+def _shifted_max(values: np.ndarray, zp: int) -> int:
+    """max |values - zp|, from the extremes of ``values`` (no pass over a shifted copy)."""
+    if values.size == 0:
+        return 0
+    return max(abs(int(values.max()) - zp), abs(int(values.min()) - zp))
+
+
+def _shift_to(values: np.ndarray, zp: int, dt: type) -> np.ndarray:
+    """``values - zp`` in ``dt``: one conversion, then the subtraction in place. Exact: the
+    operands are int8/int16 (or int4) values and zero points, so |v - zp| <= 2**16, which
+    float32, float64 and int64 all hold."""
+    if not zp:
+        return values.astype(dt)
+    return np.subtract(values, dt(zp), dtype=dt)  # one pass; computed in dt, so no int8 wrap
+
+
+#: Integer convolutions with at most this many products per output (taps * IC) and at most
+#: _IM2COL_MAX patch elements run as one GEMM over gathered patches (see :func:`_patches`).
+_IM2COL_MAX_K = 256
+_IM2COL_MAX = 1 << 26
+#: Output elements per block of :func:`_depthwise_blocked` (its working set stays in cache).
+_DEPTHWISE_BLOCK = 1 << 15
+
+
+def _zero_padded(x: np.ndarray, pad: Sequence[int]) -> np.ndarray:
+    """``x`` ([N, *spatial, C], zero point already subtracted) with explicit zero padding.
+
+    Integer paths only: the spec skips padded positions, and a zero-point-shifted zero
+    contributes an exact 0 to an integer sum, so the results agree. (In floating point a
+    skipped position and ``0 * w`` differ when w is infinite or NaN.)
+    """
+    if not any(pad):
+        return x
+    widths = [(0, 0), *zip(pad[0::2], pad[1::2], strict=True), (0, 0)]
+    return np.pad(x, widths)
+
+
+def _tap_slice(tap: int, dilation: int, stride: int, out: int, start: int = 0, stop: int | None = None) -> slice:
+    """Input positions read by kernel tap ``tap`` for outputs ``start .. stop`` (padded input)."""
+    stop = out if stop is None else stop
+    first = start * stride + tap * dilation
+    return slice(first, first + (stop - start - 1) * stride + 1, stride)
+
+
+def _patches(xp: np.ndarray, kernel: Sequence[int], stride: Sequence[int], dilation: Sequence[int],
+             out_spatial: Sequence[int]) -> np.ndarray:
+    """im2col: ``[N, *out, taps * C]`` with taps in ``itertools.product`` order, C fastest."""
+    n, c = xp.shape[0], xp.shape[-1]
+    taps = list(itertools.product(*(range(k) for k in kernel)))
+    out = np.empty((n, *out_spatial, len(taps), c), dtype=xp.dtype)
+    for i, tap in enumerate(taps):
+        idx = (slice(None), *(_tap_slice(t, d, s, o) for t, d, s, o in
+                              zip(tap, dilation, stride, out_spatial, strict=True)))
+        out[..., i, :] = xp[idx]
+    return out.reshape(n, *out_spatial, len(taps) * c)
+
+
+def _depthwise_blocked(x: np.ndarray, w: np.ndarray, stride: Sequence[int], dilation: Sequence[int],
+                       pad: Sequence[int], out_hw: Sequence[int], dt: type) -> np.ndarray:
+    """Integer DEPTHWISE_CONV2D sums ``[N, OH, OW, C, M]`` in ``dt`` (exact, see
+    :func:`_exact_dtype`), block of output rows by block: every tap's multiply and add for a
+    block run while the block is in cache, instead of one pass over the whole output per tap.
+
+    The input is split into ``stride_x`` column phases (contiguous copies), so that each tap
+    reads whole output rows as one contiguous run of ``OW * C`` values; multiplied by the tap's
+    weights tiled along the row, numpy's inner loops then span a row, not one pixel's C values.
+    """
+    xp = _zero_padded(x, pad)
+    n, c = x.shape[0], x.shape[-1]
+    kh, kw, _, m = w.shape
+    oh, ow = out_hw
+    sy, sx = stride
+    dy, dx = dilation
+    if m != 1:
+        acc = np.empty((n, oh, ow, c, m), dtype=dt)
+        for ky, kx in itertools.product(range(kh), range(kw)):
+            region = xp[:, _tap_slice(ky, dy, sy, oh), _tap_slice(kx, dx, sx, ow), :, None] * w[ky, kx]
+            if ky == 0 and kx == 0:
+                acc[...] = region
+            else:
+                acc += region
+        return acc
+    phases = [np.ascontiguousarray(xp[:, :, p::sx]) for p in range(sx)] if sx > 1 else [xp]
+    # tap kx reads padded column ox * sx + kx * dx: phase (kx * dx) % sx, offset (kx * dx) // sx
+    where = [((kx * dx) % sx, (kx * dx) // sx) for kx in range(kw)]
+    tiled = np.tile(w[:, :, :, 0], (1, 1, ow))  # [KH, KW, OW * C]
+    row = ow * c
+    acc = np.empty((n, oh, row), dtype=dt)
+    rows = max(1, _DEPTHWISE_BLOCK // row)
+    scratch = np.empty((min(rows, oh), row), dtype=dt)
+    for b in range(n):
+        for y0 in range(0, oh, rows):
+            y1 = min(oh, y0 + rows)
+            block, tmp = acc[b, y0:y1], scratch[: y1 - y0]
+            for ky in range(kh):
+                ys = _tap_slice(ky, dy, sy, oh, y0, y1)
+                for kx in range(kw):
+                    phase, offset = where[kx]
+                    region = phases[phase][b, ys, offset:offset + ow].reshape(y1 - y0, row)
+                    if ky == 0 and kx == 0:
+                        np.multiply(region, tiled[0, 0], out=block)
+                    else:
+                        np.multiply(region, tiled[ky, kx], out=tmp)
+                        block += tmp
+    return acc.reshape(n, oh, ow, c, 1)
 
 
 def _check_conv_common(
@@ -355,6 +464,20 @@ def _conv_accumulate(x: np.ndarray, w: np.ndarray, dt, kernel, stride, dilation,
     n, ic, oc = x.shape[0], x.shape[-1], w.shape[0]
     # [OC, *K, IC] -> [*K, IC, OC]: one [IC, OC] matrix per kernel tap
     w_taps = np.ascontiguousarray(np.moveaxis(w, 0, -1))
+    if all(k == 1 for k in kernel) and not any(pad):
+        # pointwise: one GEMM over the strided input, no accumulator to zero and add into
+        region = x[(slice(None), *(slice(None, o * st, st) for o, st in zip(out_spatial, stride, strict=True)))]
+        acc = _gemm(region.reshape(-1, ic), w_taps.reshape(ic, oc)).reshape(n, *out_spatial, oc)
+        if _is_float(out_dt):
+            return [_finish_float(acc, bias, out_dt)]
+        return [_finish_int(acc, bias, out_dt, bound)]
+    taps = int(np.prod(kernel))
+    if not _is_float(in_dt) and taps * ic <= _IM2COL_MAX_K and n * int(np.prod(out_spatial)) * taps * ic <= _IM2COL_MAX:
+        # few input channels: one GEMM over all taps (K = taps * IC) instead of one thin GEMM
+        # per tap, each added into the accumulator
+        patches = _patches(_zero_padded(x, pad), kernel, stride, dilation, out_spatial)
+        acc = _gemm(patches.reshape(-1, taps * ic), w_taps.reshape(taps * ic, oc)).reshape(n, *out_spatial, oc)
+        return [_finish_int(acc, bias, out_dt, bound)]
     acc = np.zeros((n, *out_spatial, oc), dtype=dt)
 
     def contribute(region: np.ndarray, tap: tuple[int, ...]) -> np.ndarray:
@@ -422,11 +545,16 @@ def depthwise_conv2d(call: OpCall) -> list[np.ndarray]:
     bias = _check_bias(call, c * m)
 
     x, w, dt, bound = _conv_operands(call, in_dt, w_dt, call.inputs[1], kh * kw)
+    if not _is_float(in_dt):
+        acc = _depthwise_blocked(x, w, stride, dilation, pad, (oh, ow), dt)
+        return [_finish_int(acc.reshape(n, oh, ow, c * m), bias, out_dt, bound)]
     acc = np.zeros((n, oh, ow, c, m), dtype=dt)
+    scratch = np.empty(acc.size, dtype=dt)  # one product buffer reused by every tap
 
     def contribute(region: np.ndarray, tap: tuple[int, ...]) -> np.ndarray:
         # elementwise per channel: [N, h, w, C, 1] * [C, M]
-        return region[..., None] * w[tap]
+        out = scratch[: region.size * m].reshape(*region.shape, m)
+        return np.multiply(region[..., None], w[tap], out=out)
 
     _conv_taps(x, (kh, kw), stride, dilation, pad[0::2], (oh, ow), acc, contribute)
     acc = acc.reshape(n, oh, ow, c * m)  # output channel index c * M + m

@@ -173,6 +173,9 @@ def rescale(call: OpCall) -> list[np.ndarray]:
         call.require(bool(np.all(multiplier >= 0)), "multiplier >= 0")
         call.require(bool(np.all((shift >= 2) & (shift <= 62))), "2 <= shift && shift <= 62")
 
+    x = call.inputs[0]
+    if scale32 and rounding_mode != "DOUBLE_ROUND" and not input_unsigned and not output_unsigned and x.size:
+        return [_rescale_single_round(call, x, input_zp, output_zp, multiplier, shift, per_channel, out_t)]
     value = call.inputs[0].astype(np.int64)
     if input_unsigned:
         value = value & ((1 << dtype_info(in_t).bits) - 1)  # zero_extend
@@ -316,3 +319,108 @@ def cast_from_block_scaled(call: OpCall) -> list[np.ndarray]:
     with np.errstate(over="ignore", invalid="ignore"):
         product = values * scales  # apply_mul_s<fp32_t>: one fp32 rounding (overflow -> inf)
     return [round_to_float(product.astype(np.float64), out_dt)]
+
+
+def _channel_extremes(x: np.ndarray, per_channel: bool) -> tuple[np.ndarray, np.ndarray]:
+    """min and max of ``x`` per last-axis channel (per_channel) or overall, as int64 arrays."""
+    if per_channel and x.ndim > 1:
+        flat = x.reshape(-1, x.shape[-1])
+        return flat.min(axis=0).astype(np.int64), flat.max(axis=0).astype(np.int64)
+    if per_channel:
+        return x.astype(np.int64), x.astype(np.int64)
+    return np.array([x.min()], np.int64), np.array([x.max()], np.int64)
+
+
+def _rescale_ranges_ok(lo_v: np.ndarray, hi_v: np.ndarray, multiplier: np.ndarray, shift: np.ndarray,
+                       bound: np.ndarray, output_zp: int) -> bool:
+    """True when values in [lo_v, hi_v] meet both REQUIREs of RESCALE for every channel."""
+    lo32, hi32 = int_range("INT32")
+    if not np.all((lo_v >= -bound) & (hi_v < bound)):
+        return False
+    lo_r = apply_scale_32(lo_v, multiplier, shift) + output_zp
+    hi_r = apply_scale_32(hi_v, multiplier, shift) + output_zp
+    return bool(np.all((lo_r >= lo32) & (hi_r <= hi32)))
+
+
+def _rescale_single_round(call: OpCall, x: np.ndarray, input_zp: int, output_zp: int, multiplier: np.ndarray,
+                          shift: np.ndarray, per_channel: bool, out_t: str) -> np.ndarray:
+    """RESCALE with scale32 and SINGLE_ROUND or INEXACT_ROUND on signed values: the common case
+    of quantized networks. Computed in float64 blocks where a bound proves that exact
+    (:func:`_rescale_f64`), else in place in int64; both are the integer formula of
+    :func:`apply_scale_32`, bit for bit.
+
+    The REQUIREs are checked on per-channel extremes instead of every element: with
+    ``multiplier >= 0`` the result ``(v * m + r) >> s`` is non-decreasing in ``v``, so the value
+    range holds for every element iff it holds for the channel's min and max, and the result
+    range (after ``+ output_zp``) is reached at those same elements.
+    """
+    bound = np.left_shift(np.int64(1), shift - 1)
+    # the whole tensor's extremes stand for every channel's when they already pass the checks
+    # below (the checks are monotonic in the range); else the channels' own extremes decide
+    lo_x, hi_x = _channel_extremes(x, False)
+    if per_channel and not _rescale_ranges_ok(lo_x - input_zp, hi_x - input_zp, multiplier, shift,
+                                              bound, output_zp):
+        lo_x, hi_x = _channel_extremes(x, True)
+    lo_v, hi_v = lo_x - input_zp, hi_x - input_zp
+    call.require(bool(np.all((lo_v >= -bound) & (hi_v < bound))),
+                 "value >= (-1 << (shift - 1)) && value < (1 << (shift - 1))")
+    lo32, hi32 = int_range("INT32")
+    lo_r = apply_scale_32(lo_v, multiplier, shift) + output_zp
+    hi_r = apply_scale_32(hi_v, multiplier, shift) + output_zp
+    call.require(bool(np.all((lo_r >= lo32) & (hi_r <= hi32))),
+                 "apply_add_s<int32_t>: result + output_zp within int32")
+    lo, hi = int_range(out_t)
+    max_abs = np.maximum(np.abs(lo_v), np.abs(hi_v)).astype(np.float64)
+    # float64 is exact when every |v| * m + 2**(s-1) + |output_zp| * 2**s < 2**53 (checked with
+    # a factor-2 margin for the float arithmetic of the check itself), see _rescale_f64
+    numerator = max_abs * multiplier + np.ldexp(1.0, shift - 1) + abs(output_zp) * np.ldexp(1.0, shift)
+    if np.all(numerator < 2.0 ** 52):
+        return _rescale_f64(x, input_zp, output_zp, multiplier, shift, per_channel, lo, hi, out_t)
+    m = multiplier if per_channel else multiplier[0]
+    s = shift if per_channel else shift[0]
+    value = x.astype(np.int64)
+    if input_zp:
+        value -= input_zp
+    value *= m
+    value += bound if per_channel else bound[0]
+    value >>= s
+    if output_zp:
+        value += output_zp
+    np.clip(value, lo, hi, out=value)
+    return value.astype(dtype_info(out_t).working)
+
+
+#: Elements per block of :func:`_rescale_f64`: the block's float64 passes stay in L2 cache.
+_RESCALE_BLOCK = 1 << 15
+
+
+def _rescale_f64(x: np.ndarray, input_zp: int, output_zp: int, multiplier: np.ndarray, shift: np.ndarray,
+                 per_channel: bool, lo: int, hi: int, out_t: str) -> np.ndarray:
+    """``clip(((v * m + 2**(s-1)) >> s) + output_zp)`` in float64, block by block.
+
+    With ``v = x - input_zp`` an integer and ``N = v * m + 2**(s-1) + output_zp * 2**s``, the
+    caller proved ``|N| < 2**53`` (and the same without the last term). Then
+    ``v * (m * 2**-s)`` is exact (``m * 2**-s`` is m scaled by a power of two; the product is
+    ``(v * m) * 2**-s`` with an integer numerator below 2**53), adding ``0.5 + output_zp`` gives
+    ``N * 2**-s`` exactly, and ``floor`` of it is ``((v * m + 2**(s-1)) >> s) + output_zp``: the
+    int64 formula of :func:`apply_scale_32` bit for bit, in SIMD float arithmetic on cache-sized
+    blocks. Per-channel scales are tiled along a block, so every pass is one contiguous loop.
+    """
+    scale = multiplier.astype(np.float64) * np.ldexp(1.0, -shift)
+    channels = x.shape[-1] if per_channel and x.ndim else 1
+    flat = x.reshape(-1)
+    out = np.empty(flat.shape, dtype=dtype_info(out_t).working)
+    block = max(channels, _RESCALE_BLOCK // channels * channels)  # whole pixels per block
+    block = min(block, flat.size)
+    tiled = np.tile(scale, block // channels) if per_channel else scale[0]
+    buf = np.empty(block, dtype=np.float64)
+    for start in range(0, flat.size, block):
+        part = flat[start:start + block]
+        v = buf[: part.size]
+        np.subtract(part, float(input_zp), out=v, dtype=np.float64)  # float loop: no int8 wrap
+        v *= tiled[: part.size] if per_channel else tiled
+        v += 0.5 + output_zp
+        np.floor(v, out=v)
+        np.clip(v, lo, hi, out=v)
+        out[start:start + block] = v
+    return out.reshape(x.shape)
