@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import copy
+import operator
 import re
 from collections import Counter
 
 import torch
 import torch.fx as fx
 
+from . import control_flow
 from .emitter import Emitter
 from .errors import LoweringError
 from .graph_utils import (
@@ -17,6 +19,7 @@ from .graph_utils import (
     has_dynamic_shape,
     propagate_values,
     target_name,
+    tensor_values,
     untyped_dtype,
     val,
 )
@@ -29,6 +32,13 @@ from .quantizer import QuantConfig, TosaQuantizer
 from .serialize import TORCH_TO_TOSA
 
 SUPPORTED_DTYPES = set(TORCH_TO_TOSA)
+#: ops whose visitors are exact for FP16 tensors (TOSA FP profile): casts and data movement
+FP16_OPS = {
+    torch.ops.aten._to_copy.default, torch.ops.aten.to.dtype, torch.ops.aten.view.default,
+    torch.ops.aten.reshape.default, torch.ops.aten.permute.default,
+    torch.ops.aten.clone.default, torch.ops.aten.unsqueeze.default,
+    torch.ops.aten.squeeze.dim, torch.ops.aten.flatten.using_ints,
+}
 
 
 def _export_error(e: Exception) -> LoweringError:
@@ -56,7 +66,13 @@ def _dtype_problem(node: fx.Node) -> str | None:
         'unsupported dtype torch.float64 (TOSA 1.0 has no such type)'
     """
     dtype = untyped_dtype(node)
-    return None if dtype is None else f"unsupported dtype {dtype} (TOSA 1.0 has no such type)"
+    if dtype is not None:
+        return f"unsupported dtype {dtype} (TOSA 1.0 has no such type)"
+    if node.op == "call_function" and node.target not in FP16_OPS and any(
+            t.dtype == torch.float16 for n in (node, *node.all_input_nodes)
+            for t in tensor_values(n)):
+        return "float16 tensors lower only through casts and data movement"
+    return None
 
 
 def _check_shapes(gm: fx.GraphModule) -> None:
@@ -110,6 +126,8 @@ def export_module(model, example_inputs) -> fx.GraphModule:
     except Exception as e:  # noqa: BLE001
         raise _export_error(e) from e
     functionalize(gm)  # relu_, add_, copy_ ... -> relu, add, copy with readers rewired
+    if control_flow.has_control_flow(gm):
+        control_flow.inline_constant_operands(gm)  # a branch's weights: constants of the branch
     return gm
 
 
@@ -161,11 +179,17 @@ def lower(model, example_inputs, *, profile: str = "INT", quantization: QuantCon
             # transposed convolutions (QAT keeps its BNs: they train)
             FoldBatchNorm()(gm, PassContext(profile="INT"))
         try:
-            prepared = (prepare_qat_pt2e if cfg.qat else prepare_pt2e)(gm, quantizer)
-            with torch.no_grad():
-                for batch in _calibration_batches(calibration, example_inputs):
-                    prepared(*batch)
-            gm = convert_pt2e(prepared)
+            if control_flow.has_control_flow(gm):  # every sub-graph prepared and converted too
+                control_flow.attach_examples(gm)
+                gm = control_flow.quantize(gm, quantizer,
+                                           _calibration_batches(calibration, example_inputs),
+                                           cfg.qat)
+            else:
+                prepared = (prepare_qat_pt2e if cfg.qat else prepare_pt2e)(gm, quantizer)
+                with torch.no_grad():
+                    for batch in _calibration_batches(calibration, example_inputs):
+                        prepared(*batch)
+                gm = convert_pt2e(prepared)
         except LoweringError:
             raise
         except Exception as e:  # noqa: BLE001
@@ -178,6 +202,7 @@ def lower(model, example_inputs, *, profile: str = "INT", quantization: QuantCon
         propagate_values(gm, example_inputs)  # FP: already fresh from above
     log: list[str] = []
     run_pipeline(gm, ctx, log=log)
+    control_flow.prepare_subgraphs(gm, profile)
     cpu = _unsupported(gm, profile)
     if cpu:
         partial = _report_partial(gm, profile, cpu, float_model, quantized_model, log)
@@ -239,6 +264,11 @@ def _unsupported(gm: fx.GraphModule, profile: str) -> list[CpuNode]:
             reason = f"operator has no TOSA {profile} lowering"
         elif reason is None and profile == "INT":
             reason = _unquantized_float(n)
+        if reason is None and control_flow.is_control_flow(n):
+            reason = control_flow.unsupported_inside(n, gm, lambda sub: _unsupported(sub, profile))
+        if reason is None and n.target is operator.getitem and n.args[0].name in \
+                {c.node for c in cpu}:
+            reason = f"reads {n.args[0].name}, which stays on the CPU"
         if reason:
             cpu.append(CpuNode(n.name, target_name(n), reason))
     return cpu

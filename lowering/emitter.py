@@ -67,13 +67,20 @@ class Emitter:
         ['CLAMP']
     """
 
-    def __init__(self, gm: fx.GraphModule, profile: str, input_names: dict | None = None):
+    def __init__(self, gm: fx.GraphModule, profile: str, input_names: dict | None = None,
+                 parent: Emitter | None = None):
         self.gm = gm
         self.profile = profile
-        self.writer = TosaWriter()
+        # a control-flow sub-graph writes into its parent's flatbuffer (its own region)
+        self.writer = parent.writer if parent else TosaWriter()
         self.env: dict[str, dict[tuple | None, str]] = {}
-        self.provenance: dict[str, dict] = {}
-        self.quant_params: dict[str, dict] = {}
+        self.provenance: dict[str, dict] = parent.provenance if parent else {}
+        self.quant_params: dict[str, dict] = parent.quant_params if parent else {}
+        #: sub-graphs (regions) still to write: (region, emitter, block boundary) -- after
+        #: the main block, as the serializer writes one region after the other
+        self.pending: list = parent.pending if parent else []
+        #: results of multi-output nodes (COND_IF / WHILE_LOOP): name -> [(tensor, QParams)]
+        self.multi_out: dict[str, list] = {}
         self.current: fx.Node | None = None
         self.input_names = input_names or {}
         self.io_qparams: dict[str, QParams | None] = {}
@@ -107,10 +114,10 @@ class Emitter:
                 raise LoweringError(
                     "float tensor without quantization parameters in the INT profile "
                     "(op not annotated by the quantizer?)", node=node.name, target=target_name(node))
-            if v.dtype != torch.float32:
+            if v.dtype not in (torch.float32, torch.float16):
                 raise LoweringError(f"unsupported dtype {v.dtype}", node=node.name,
                                     target=target_name(node))
-            return "FP32"
+            return TORCH_TO_TOSA[v.dtype]
         if v.dtype not in TORCH_TO_TOSA:
             raise LoweringError(f"unsupported dtype {v.dtype}", node=node.name, target=target_name(node))
         return TORCH_TO_TOSA[v.dtype]
@@ -224,7 +231,7 @@ class Emitter:
         elif arr.is_floating_point():
             if self.is_int:
                 raise LoweringError("unquantized float constant in the INT profile", node=node.name)
-            dtype = "FP32"
+            dtype = "FP16" if arr.dtype == torch.float16 else "FP32"
         else:
             raise LoweringError(f"unsupported constant dtype {arr.dtype}", node=node.name)
         np_arr = arr.numpy()
@@ -295,14 +302,29 @@ class Emitter:
             if n.op != "call_function" or n.name not in self.env:
                 continue
             layout, name = next(iter(self.env[n.name].items()))
-            if name in self.writer.outputs or name in self.writer.inputs:
+            if name in self.writer.block_outputs or name in self.writer.block_inputs:
                 continue
             self.writer.output(name)
             self.debug_map.append((n.name, name, layout))
 
     # ------------------------------------------------------------------ driver
     def emit(self) -> bytes:
+        """Emit the graph as the main block, then every control-flow sub-graph as a region;
+        return the serialized flatbuffer."""
+        self.emit_block()
+        while self.pending:
+            region, sub, boundary = self.pending.pop(0)
+            self.writer.start_block(region)
+            sub.emit_block(boundary)
+        return self.writer.serialize()
 
+    def emit_block(self, boundary=None) -> None:
+        """Emit the graph into the current block. ``boundary`` (a sub-graph's) gives the
+        quantization its inputs arrive in and its outputs must leave in
+        (:class:`lowering.ops.control_flow.Boundary`); the block rescales between those and
+        the sub-graph's own."""
+
+        placeholders = 0
         for node in self.gm.graph.nodes:
             self.current = node
             if node.op == "placeholder":
@@ -312,6 +334,10 @@ class Emitter:
                                             "(torch.export should have made it a constant)",
                                             node=node.name)
                     continue  # a python number export specialised: not a TOSA input
+                if boundary is not None:
+                    boundary.block_input(self, node, placeholders)
+                    placeholders += 1
+                    continue
                 dtype = self.dtype(node)
                 name = self.writer.input(self.input_names.get(node.name, node.name),
                                          self.shape(node), dtype)
@@ -339,12 +365,15 @@ class Emitter:
                     self._add_debug_outputs()
                 outs = node.args[0]
                 outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+                if boundary is not None:
+                    outs += boundary.extra_outputs
                 for i, o in enumerate(outs):
                     if not isinstance(o, fx.Node):
                         raise LoweringError("non-tensor graph output", node="output")
                     self.current = o
-                    src = self.tensor(o, None)
-                    if src in self.writer.inputs or src in self.writer.outputs or \
+                    src = boundary.block_output(self, o, i) if boundary is not None \
+                        else self.tensor(o, None)
+                    if src in self.writer.block_inputs or src in self.writer.block_outputs or \
                             o.op == "get_attr":
                         dst = self.new(f"out{i}", self.writer.shapes[src], self.writer.dtypes[src], o)
                         self.writer.op("IDENTITY", [src], dst)
@@ -353,4 +382,3 @@ class Emitter:
                     self.io_qparams[src] = self.qout(o) if self.is_int else None
             else:
                 raise LoweringError(f"unexpected node kind {node.op}", node=node.name)
-        return self.writer.serialize()

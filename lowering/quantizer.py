@@ -25,6 +25,7 @@ from torchao.quantization.pt2e.quantizer import (
     SharedQuantizationSpec,
 )
 
+from .control_flow import CONTROL_FLOW, is_control_flow, operands
 from .graph_utils import get_constant, val
 from .ops.registry import STEP_FUNCTIONS, table_ops
 from .passes.base import PassContext
@@ -34,8 +35,26 @@ from .pipeline import annotation_passes
 
 aten = torch.ops.aten
 
+class SpikeAwareHistogramObserver(HistogramObserver):
+    """HistogramObserver that keeps the observed min/max when the values fill at most two
+    histogram bins (a constant input, a 0/1 mask): there is no outlier to clip, and the L2
+    search would step through 10^5 quantiles (seconds per observer) to find the same range.
+
+    Example:
+        >>> obs = SpikeAwareHistogramObserver(); _ = obs(torch.ones(8))
+        >>> [round(float(v), 6) for v in obs.calculate_qparams()]
+        [0.003922, 0.0]
+    """
+
+    def calculate_qparams(self):
+        if self.min_val.numel() and bool(torch.isfinite(self.min_val)) and \
+                int((self.histogram > 0).sum()) <= 2:
+            return self._calculate_qparams(self.min_val, self.max_val)
+        return super().calculate_qparams()
+
+
 #: Post-training observers for activation ranges, by the name ``QuantConfig`` takes.
-ACTIVATION_OBSERVERS = {"histogram": HistogramObserver, "minmax": MinMaxObserver}
+ACTIVATION_OBSERVERS = {"histogram": SpikeAwareHistogramObserver, "minmax": MinMaxObserver}
 
 
 @dataclass(frozen=True)
@@ -207,14 +226,19 @@ class TosaQuantizer(Quantizer):
     def transform_for_annotation(self, model: fx.GraphModule) -> fx.GraphModule:
         from .graph_utils import propagate_values
 
-        ctx = PassContext(profile="INT", example_inputs=self.example_inputs)
-        if self.example_inputs and any("tv_val" not in n.meta for n in model.graph.nodes
-                                       if n.op in ("placeholder", "call_function")):
-            propagate_values(model, self.example_inputs)
+        # a control-flow sub-graph carries its own example inputs (lowering.control_flow)
+        example = getattr(model, "_tv_example", None)
+        if example is None:
+            example = self.example_inputs
+        known = bool(example) or not any(n.op == "placeholder" for n in model.graph.nodes)
+        ctx = PassContext(profile="INT", example_inputs=example)
+        if known and any("tv_val" not in n.meta for n in model.graph.nodes
+                         if n.op in ("placeholder", "call_function")):
+            propagate_values(model, example)
         for p in annotation_passes():
             p(model, ctx)
-        if self.example_inputs:
-            propagate_values(model, self.example_inputs)
+        if known:
+            propagate_values(model, example)
         return model
 
     def validate(self, model: fx.GraphModule) -> None:
@@ -316,8 +340,15 @@ class TosaQuantizer(Quantizer):
                 w = n.args[0]
                 ins[w] = act
                 out = SharedQuantizationSpec((w, n))
+            elif t in CONTROL_FLOW:
+                # each float value handed to a sub-graph is observed where it leaves the parent
+                for a in operands(n):
+                    if isinstance(a, fx.Node) and _is_float(a):
+                        ins[a] = act
             elif t is operator.getitem:
-                continue
+                if not is_control_flow(x) or not _is_float(n):
+                    continue
+                out = act  # a result of a sub-graph, observed where the parent reads it
             else:
                 continue
             n.meta["quantization_annotation"] = QuantizationAnnotation(

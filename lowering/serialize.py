@@ -1,8 +1,8 @@
 """The only module that talks to ``tosa_serializer``.
 
-:class:`TosaWriter` builds one TOSA 1.0.0 graph (main region, one basic block) with
-named tensors; every operator gets a name-bearing output so provenance can map TOSA
-tensors back to FX nodes.
+:class:`TosaWriter` builds one TOSA 1.0.0 graph with named tensors: the main region, plus one
+region (of one basic block) per control-flow sub-graph (:meth:`TosaWriter.start_block`); every
+operator gets a name-bearing output so provenance can map TOSA tensors back to FX nodes.
 """
 
 from __future__ import annotations
@@ -79,8 +79,13 @@ class TosaWriter:
         self.shapes: dict[str, list[int]] = {}
         self.dtypes: dict[str, str] = {}
         self.op_counts: Counter = Counter()
+        #: inputs / outputs of the main block (the graph's signature)
         self.inputs: list[str] = []
         self.outputs: list[str] = []
+        #: inputs / outputs of the block being written (the main block's lists until
+        #: :meth:`start_block`)
+        self.block_inputs: list[str] = self.inputs
+        self.block_outputs: list[str] = self.outputs
         self.op_log: list[tuple[str, list[str], list[str]]] = []
 
     # -- names ---------------------------------------------------------------
@@ -104,7 +109,7 @@ class TosaWriter:
         name = self.unique(name)
         t = ts.TosaSerializerTensor(name, [int(s) for s in shape], dtype_of(dtype), data=None)
         self._g.addInputTensor(t)
-        self.inputs.append(name)
+        self.block_inputs.append(name)
         return self._register(name, shape, dtype)
 
     def tensor(self, name: str, shape: Sequence[int], dtype: str) -> str:
@@ -129,7 +134,39 @@ class TosaWriter:
 
     def output(self, name: str) -> None:
         self._g.addOutputTensor(self._g.currRegion.currBasicBlock.tensors[name])
-        self.outputs.append(name)
+        self.block_outputs.append(name)
+
+    def reserve(self, name: str) -> str:
+        """A unique name kept for a region to be written later (:meth:`start_block`)."""
+        name = self.unique(name)
+        self.names.add(name)
+        return name
+
+    def start_block(self, name: str) -> None:
+        """Write what follows into a new region ``name`` of one basic block ``name`` (a
+        COND_IF branch, a WHILE_LOOP condition or body), with its own inputs and outputs.
+
+        Regions are written after the main block is complete: the serializer cannot return
+        to an earlier region.
+
+        Example:
+            >>> w = TosaWriter(); _ = w.input("c", [1], "BOOL"); _ = w.input("x", [2], "FP32")
+            >>> _ = w.tensor("y", [2], "FP32")
+            >>> w.op("COND_IF", ["c", "x"], "y", then_graph="t", else_graph="e"); w.output("y")
+            >>> for region, op in (("t", "ABS"), ("e", "ABS")):
+            ...     w.start_block(region); _ = w.input(region + "_x", [2], "FP32")
+            ...     w.op(op, [region + "_x"], w.tensor(region + "_y", [2], "FP32"))
+            ...     w.output(region + "_y")
+            >>> w.inputs, w.block_inputs
+            (['c', 'x'], ['e_x'])
+            >>> import tosa_reference_model as trm
+            >>> out, _ = trm.run(w.serialize(), [np.array([True]), np.array([-1.0, 2.0], np.float32)])
+            >>> out[0].tolist()
+            [1.0, 2.0]
+        """
+        self._g.startRegion(name)
+        self._g.currRegion.addBasicBlock(name)
+        self.block_inputs, self.block_outputs = [], []
 
     # -- operators -----------------------------------------------------------
     def op(self, op: str, inputs: Sequence[str], outputs: str | Sequence[str],

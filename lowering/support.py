@@ -79,7 +79,9 @@ def support_table() -> dict[str, OpSupport]:
         for op, rw in table.items():
             handlers.setdefault(op, []).append(
                 Handler(pass_name, rw.fn.__name__, rw.fn.__module__, rw.profiles))
-    for variant, base in _copy_variants(list(handlers)).items():
+    # aten overloads only (not the higher-order control-flow ops, not operator.getitem)
+    aten_handlers = [op for op in handlers if isinstance(op, torch._ops.OpOverload)]
+    for variant, base in _copy_variants(aten_handlers).items():
         if variant not in handlers:
             profiles = frozenset().union(*(h.profiles for h in handlers[base]))
             handlers[variant] = [Handler(RemoveNoOps.__name__, f"as {op_name(base)}",

@@ -2,6 +2,7 @@
 
 from . import (  # noqa: F401
     activation,
+    control_flow,
     conv,
     elementwise,
     indexing,

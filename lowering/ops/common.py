@@ -112,6 +112,10 @@ def fp_binary(em, op: str, a: str, b: str, suffix: str, out: str | None = None,
     a = em.broadcast_to_rank(a, r, suffix + "_ra")
     b = em.broadcast_to_rank(b, r, suffix + "_rb")
     shape = [max(x, y) for x, y in zip(em.writer.shapes[a], em.writer.shapes[b], strict=True)]
+    final = None
+    if out is not None and len(em.writer.shapes[out]) != len(shape):
+        # a 0-d result of operands read as [1] (constants have rank >= 1): RESHAPE at the end
+        final, out = out, em.new(suffix + "_full", shape, dtype or em.writer.dtypes[a])
     out = out or em.new(suffix, shape, dtype or em.writer.dtypes[a])
     inputs = [a, b]
     if op == "MUL":
@@ -122,6 +126,9 @@ def fp_binary(em, op: str, a: str, b: str, suffix: str, out: str | None = None,
     elif op == "ARITHMETIC_RIGHT_SHIFT":
         attrs["round"] = False  # PyTorch's >> rounds toward minus infinity
     em.writer.op(op, inputs, out, **attrs)
+    if final is not None:
+        em.writer.op("RESHAPE", [out, em.const_shape(suffix + "_0d", em.writer.shapes[final])], final)
+        return final
     return out
 
 

@@ -29,7 +29,7 @@ def reshape(em, node):
     x_node = node.args[0]
     x = _maybe_requant(em, node, x_node, em.tensor(x_node))
     out = em.out(node)
-    em.writer.op("RESHAPE", [x, em.const_shape("shape", em.shape(node) or [1])], out)
+    em.writer.op("RESHAPE", [x, em.const_shape("shape", em.shape(node))], out)
     em.bind(node, out)
 
 

@@ -23,30 +23,13 @@ _et_suite = pytest.importorskip("_et_suite")  # benchmarks/, on sys.path through
 #: ExecuTorch test files whose first case per INT/FP test runs by default.
 DEFAULT_FILES = (
     "test_scalars.py", "test_hardswish.py", "test_relu.py", "test_bitwise.py", "test_to_copy.py",
-    "test_prelu.py", "test_gather.py", "test_conv3d.py", "test_index_put.py",
+    "test_prelu.py", "test_gather.py", "test_conv3d.py", "test_index_put.py", "test_cond.py",
+    "test_while.py",
 )
 
 #: case id -> why we do not pass a case ExecuTorch passes (from ``bench_et_suite.py
 #: --per-function 2``; the cases beyond that sample were not all run).
-_CONTROL_FLOW = ("control flow: torch.cond / while_loop need COND_IF / WHILE_LOOP regions "
-                 "(the TOSA writer emits one basic block)")
-KNOWN_GAPS: dict[str, str] = {
-    "test_cond.py::test_cond_conv1d_tosa_FP": _CONTROL_FLOW,
-    "test_cond.py::test_cond_conv1d_tosa_INT": _CONTROL_FLOW,
-    "test_cond.py::test_cond_conv1d_tosa_INT_branches": _CONTROL_FLOW,
-    "test_cond.py::test_cond_tosa_FP[zero_args_one_output]": _CONTROL_FLOW,
-    "test_cond.py::test_cond_tosa_FP[one_arg_one_output]": _CONTROL_FLOW,
-    "test_cond.py::test_cond_tosa_INT[zero_args_one_output]": _CONTROL_FLOW,
-    "test_cond.py::test_cond_tosa_INT[one_arg_one_output]": _CONTROL_FLOW,
-    "test_cond.py::test_nested_cond_conv1d_tosa_INT": _CONTROL_FLOW,
-    "test_while.py::test_while_loop_tosa_FP[two_in_two_out]": _CONTROL_FLOW,
-    "test_while.py::test_while_loop_tosa_FP[one_in_one_buffer_two_out]": _CONTROL_FLOW,
-    "test_while.py::test_while_loop_tosa_INT[two_in_two_out]": _CONTROL_FLOW,
-    "test_while.py::test_while_loop_tosa_INT[one_in_one_buffer_two_out]": _CONTROL_FLOW,
-    "test_while.py::test_while_loop_tosa_INT_composable_large_threshold": _CONTROL_FLOW,
-    "test_to_copy.py::test_to_tosa_FP[rand_fp32]":
-        "a cast to float16: the lowering has no FP16 tensors yet",
-}
+KNOWN_GAPS: dict[str, str] = {}
 
 
 def _params(files, first_only: bool):

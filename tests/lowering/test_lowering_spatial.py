@@ -1,7 +1,7 @@
 """Spatial ops: conv3d, 1-D / dilated / ceil-mode / batchless pools, uneven adaptive average
 pooling, divisor_override, pixel (un)shuffle, reflect / replicate / circular padding, nearest
 and bilinear upsampling by fractional scale factors; FP against PyTorch, INT against
-fake-quant."""
+fake-quant; grid_sample (FP)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from lowering_checks import check_fp, check_int
+
+import lowering
 
 
 class Fn(nn.Module):
@@ -135,3 +137,31 @@ def test_grouped_transposed_conv_with_folded_batch_norm(groups, batch_norm):
     ex = (_x(1, 4, 5, 5),)
     for lm in (check_fp(m, ex), check_int(m, ex)):
         assert lm.cpu_nodes == [] and lm.op_counts.get("TRANSPOSE_CONV2D") == 1
+
+
+class _GridSample(torch.nn.Module):
+    def __init__(self, mode, padding, align):
+        super().__init__()
+        self.args = {"mode": mode, "padding_mode": padding, "align_corners": align}
+
+    def forward(self, x, grid):
+        return torch.nn.functional.grid_sample(x, grid, **self.args)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding", ["zeros", "border"])
+@pytest.mark.parametrize("align", [False, True])
+def test_grid_sample_fp(mode, padding, align):
+    """grid_sample decomposed into GATHERs, against PyTorch; the grid reaches outside the
+    image (padding) and lands on exact pixel centres and half-way points (rounding ties)."""
+    torch.manual_seed(0)
+    grid = torch.cat([torch.randn(1, 5, 4, 2) * 0.9,
+                      torch.linspace(-1.25, 1.25, 2 * 4 * 2).reshape(1, 2, 4, 2)], dim=1)
+    lm = check_fp(_GridSample(mode, padding, align), (torch.randn(2, 3, 6, 5), grid.repeat(2, 1, 1, 1)))
+    assert "GATHER" in lm.op_counts
+
+
+def test_grid_sample_int_stays_on_cpu_with_a_reason():
+    lm = lowering.lower(_GridSample("bilinear", "zeros", False),
+                        (torch.randn(1, 2, 4, 4), torch.rand(1, 3, 3, 2) * 2 - 1), profile="INT")
+    assert any("grid_sampler" in c.target for c in lm.cpu_nodes)

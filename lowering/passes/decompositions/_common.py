@@ -56,7 +56,7 @@ def const_like(gm, b, value, ref: fx.Node | None, hint="scalar") -> fx.Node:
     """A one-element constant holding ``value`` in the dtype it combines with ``ref`` in.
 
     Integer values next to integer tensors keep the tensor's integer type, ``True``/``False`` next to bool
-    tensors stay bool; everything else is float32.
+    tensors stay bool, numbers next to float16 tensors are float16; everything else is float32.
 
     Example:
         >>> gm = fx.GraphModule(torch.nn.Module(), fx.Graph())
@@ -73,6 +73,8 @@ def const_like(gm, b, value, ref: fx.Node | None, hint="scalar") -> fx.Node:
     elif v is not None and not v.is_floating_point() and v.dtype != torch.bool and \
             float(value).is_integer():
         dtype = v.dtype  # an integer number next to int8/int16/int32 keeps that type, as in torch
+    elif v is not None and v.dtype == torch.float16:
+        dtype = v.dtype  # float16 arithmetic stays float16 (rounded as PyTorch rounds it)
     return b.const(gm, torch.tensor([value], dtype=dtype), hint)
 
 

@@ -2,7 +2,8 @@
 1-D and batchless pools as 2-D pools, pixel_shuffle / pixel_unshuffle as view + permute +
 reshape, reflect / replicate / circular padding as slices (+ flips / expands) and a cat,
 nearest upsampling whose PyTorch index map a RESIZE cannot reproduce as index_select
-(GATHER), and bilinear upsampling by scale factors as a RESIZE of a padded input."""
+(GATHER), bilinear upsampling by scale factors as a RESIZE of a padded input, and grid_sample
+as index arithmetic and GATHERs."""
 
 from __future__ import annotations
 
@@ -301,3 +302,71 @@ def bilinear_by_scale(gm, n, b):
         if big[i] != vo.shape[2 + i]:
             y = b(aten.slice.Tensor, y, 2 + i, 0, vo.shape[2 + i])
     return y
+
+
+def _grid_coordinate(b, g, size: int, align_corners: bool, border: bool):
+    """A grid coordinate in [-1, 1] as a pixel coordinate (PyTorch's ``grid_sampler_unnormalize``),
+    clamped to the image for ``padding_mode="border"``."""
+    if align_corners:  # -1 -> 0, 1 -> size - 1
+        c = b(aten.mul.Scalar, b(aten.add.Scalar, g, 1.0), (size - 1) / 2)
+    else:  # -1 -> -0.5, 1 -> size - 0.5
+        c = b(aten.sub.Scalar, b(aten.mul.Scalar, b(aten.add.Scalar, g, 1.0), size / 2), 0.5)
+    return b(aten.clamp.default, c, 0.0, float(size - 1)) if border else c
+
+
+def _grid_tap(b, flat, xs, ys, w, h: int, width: int, shape):
+    """Values of ``flat`` [N, C, H*W] at integer-valued float coordinates ``xs``/``ys``
+    [N, Ho, Wo] (GATHER), zero where the coordinate is outside the image, as [N, C, Ho, Wo];
+    and ``w`` zeroed there too (the zeros padding of PyTorch's grid_sample)."""
+    n, c, ho, wo = shape
+    inside = b(aten.logical_and.default,
+               b(aten.logical_and.default, b(aten.ge.Scalar, xs, 0.0),
+                 b(aten.le.Scalar, xs, float(width - 1))),
+               b(aten.logical_and.default, b(aten.ge.Scalar, ys, 0.0),
+                 b(aten.le.Scalar, ys, float(h - 1))))
+    xi = b(aten.clamp.default, xs, 0.0, float(width - 1))
+    yi = b(aten.clamp.default, ys, 0.0, float(h - 1))
+    index = b(aten._to_copy.default, b(aten.add.Tensor, b(aten.mul.Scalar, yi, float(width)), xi),
+              dtype=torch.int32)
+    index = b(aten.expand.default, b(aten.reshape.default, index, [n, 1, ho * wo]),
+              [n, c, ho * wo])
+    taps = b(aten.reshape.default, b(aten.gather.default, flat, 2, index), [n, c, ho, wo])
+    weight = b(aten.where.self, inside, w, b(aten.mul.Scalar, w, 0.0))
+    return b(aten.mul.Tensor, taps, b(aten.unsqueeze.default, weight, 1))
+
+
+@decomposition(aten.grid_sampler_2d.default, aten.grid_sampler.default, profiles={"FP"})
+def grid_sampler_2d(gm, n, b):
+    """grid_sample (4-D, bilinear or nearest, zeros or border padding) as index arithmetic and
+    GATHERs: each output pixel reads its 1 (nearest) or 4 (bilinear) input taps from the input
+    flattened to [N, C, H*W], weighted by PyTorch's bilinear weights; a tap outside the image
+    reads zero (``padding_mode="zeros"``) or the coordinate is clamped first ("border").
+    FP only: the coordinates are indices, which int8 cannot hold. Reflection padding and
+    bicubic interpolation stay on the CPU."""
+    x, grid = n.args[0], n.args[1]
+    mode, padding, align = (arg(n, 2, "interpolation_mode", 0), arg(n, 3, "padding_mode", 0),
+                            bool(arg(n, 4, "align_corners", False)))
+    vx, vg = val(x), val(grid)
+    if vx is None or vg is None or vx.dim() != 4 or mode not in (0, 1) or padding not in (0, 1) \
+            or vx.dtype != torch.float32 or vg.dtype != torch.float32:
+        return None
+    bn, c, h, width = vx.shape
+    ho, wo = vg.shape[1], vg.shape[2]
+    shape = (bn, c, ho, wo)
+    flat = b(aten.reshape.default, x, [bn, c, h * width])
+    ix = _grid_coordinate(b, b(aten.select.int, grid, 3, 0), width, align, padding == 1)
+    iy = _grid_coordinate(b, b(aten.select.int, grid, 3, 1), h, align, padding == 1)
+    one = b(aten.add.Scalar, b(aten.mul.Scalar, ix, 0.0), 1.0)
+    if mode == 1:  # nearest: round half to even, as PyTorch's nearbyint
+        return _grid_tap(b, flat, b(aten.round.default, ix), b(aten.round.default, iy), one,
+                         h, width, shape)
+    x0, y0 = b(aten.floor.default, ix), b(aten.floor.default, iy)
+    x1, y1 = b(aten.add.Scalar, x0, 1.0), b(aten.add.Scalar, y0, 1.0)
+    wx1, wy1 = b(aten.sub.Tensor, ix, x0), b(aten.sub.Tensor, iy, y0)
+    wx0, wy0 = b(aten.sub.Tensor, one, wx1), b(aten.sub.Tensor, one, wy1)
+    out = None
+    for xs, ys, wx, wy in ((x0, y0, wx0, wy0), (x1, y0, wx1, wy0), (x0, y1, wx0, wy1),
+                           (x1, y1, wx1, wy1)):
+        tap = _grid_tap(b, flat, xs, ys, b(aten.mul.Tensor, wx, wy), h, width, shape)
+        out = tap if out is None else b(aten.add.Tensor, out, tap)
+    return out
