@@ -459,25 +459,23 @@ def _check_conv_geometry(
     return kernel, out_spatial
 
 
-def _conv_accumulate(x: np.ndarray, w: np.ndarray, dt, kernel, stride, dilation, pad, out_spatial) -> np.ndarray:
-    """Direct convolution sums of ``x`` [N, *S, IC] and ``w`` [OC, *K, IC], in dtype ``dt``."""
+def _conv_accumulate(x: np.ndarray, w: np.ndarray, dt, kernel, stride, dilation, pad, out_spatial,
+                     integer: bool = False) -> np.ndarray:
+    """Direct convolution sums of ``x`` [N, *S, IC] and ``w`` [OC, *K, IC], in dtype ``dt``
+    (``integer``: the operands are integers, so the one-GEMM im2col form is exact too)."""
     n, ic, oc = x.shape[0], x.shape[-1], w.shape[0]
     # [OC, *K, IC] -> [*K, IC, OC]: one [IC, OC] matrix per kernel tap
     w_taps = np.ascontiguousarray(np.moveaxis(w, 0, -1))
     if all(k == 1 for k in kernel) and not any(pad):
         # pointwise: one GEMM over the strided input, no accumulator to zero and add into
         region = x[(slice(None), *(slice(None, o * st, st) for o, st in zip(out_spatial, stride, strict=True)))]
-        acc = _gemm(region.reshape(-1, ic), w_taps.reshape(ic, oc)).reshape(n, *out_spatial, oc)
-        if _is_float(out_dt):
-            return [_finish_float(acc, bias, out_dt)]
-        return [_finish_int(acc, bias, out_dt, bound)]
+        return _gemm(region.reshape(-1, ic), w_taps.reshape(ic, oc)).reshape(n, *out_spatial, oc)
     taps = int(np.prod(kernel))
-    if not _is_float(in_dt) and taps * ic <= _IM2COL_MAX_K and n * int(np.prod(out_spatial)) * taps * ic <= _IM2COL_MAX:
+    if integer and taps * ic <= _IM2COL_MAX_K and n * int(np.prod(out_spatial)) * taps * ic <= _IM2COL_MAX:
         # few input channels: one GEMM over all taps (K = taps * IC) instead of one thin GEMM
         # per tap, each added into the accumulator
         patches = _patches(_zero_padded(x, pad), kernel, stride, dilation, out_spatial)
-        acc = _gemm(patches.reshape(-1, taps * ic), w_taps.reshape(taps * ic, oc)).reshape(n, *out_spatial, oc)
-        return [_finish_int(acc, bias, out_dt, bound)]
+        return _gemm(patches.reshape(-1, taps * ic), w_taps.reshape(taps * ic, oc)).reshape(n, *out_spatial, oc)
     acc = np.zeros((n, *out_spatial, oc), dtype=dt)
 
     def contribute(region: np.ndarray, tap: tuple[int, ...]) -> np.ndarray:
@@ -499,7 +497,8 @@ def _conv_nd(call: OpCall, spatial_rank: int) -> list[np.ndarray]:
 
     terms = int(np.prod(kernel)) * ic
     x, w, dt, bound = _conv_operands(call, in_dt, w_dt, call.inputs[1], terms)
-    acc = _conv_accumulate(x, w, dt, kernel, stride, dilation, pad, out_spatial)
+    acc = _conv_accumulate(x, w, dt, kernel, stride, dilation, pad, out_spatial,
+                           integer=not _is_float(in_dt))
     if _is_float(out_dt):
         return [_finish_float(acc, bias, out_dt)]
     return [_finish_int(acc, bias, out_dt, bound)]
