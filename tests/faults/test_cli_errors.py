@@ -19,7 +19,8 @@ from tosa_verify.cli import build_parser, main
 from . import graphs
 from .helpers import assert_one_line_error, run_cli
 
-MISSING = "/nonexistent-dir/missing.tosa"
+#: A path that names nothing; shaped like a model spec too, so MODEL arguments fail before torch loads
+MISSING = "/nonexistent-dir/missing.py:build"
 
 
 def _verbs() -> dict[str, argparse.ArgumentParser]:
