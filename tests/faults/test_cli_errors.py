@@ -19,7 +19,8 @@ from tosa_verify.cli import build_parser, main
 from . import graphs
 from .helpers import assert_one_line_error, run_cli
 
-MISSING = "/nonexistent-dir/missing.tosa"
+#: A path that names nothing; shaped like a model spec too, so MODEL arguments fail before torch loads
+MISSING = "/nonexistent-dir/missing.py:build"
 
 
 def _verbs() -> dict[str, argparse.ArgumentParser]:
@@ -100,6 +101,8 @@ def test_unwritable_outputs_and_bad_inputs(tmp_path: Path, add_graph, capsys) ->
         ["diff", str(graph), "--input", str(a), "--input", str(b), "--json", bad],
         ["diff", str(graph), "--input", str(empty), "--input", str(b)],
         ["golden", str(tmp_path / "nope1"), str(tmp_path / "nope2")],
+        ["compile", str(graph), "-t", "ethos-u55-128", "--json", bad],
+        ["compile", str(graph), "-t", "ethos-u55-128", "-o", bad],
     ]
     for args in cases:
         line = assert_one_line_error(_main(args, capsys), args[0])
