@@ -52,7 +52,6 @@ Exit codes: 0 all gates pass, 1 a gate failed, 2 an error.
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from .graph import load
-    from .interpreter import run
 
     graph = load(args.graph)
     inputs = []
@@ -70,7 +69,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                     state = {name: saved[name] for name in saved.files}
             except (OSError, ValueError) as exc:
                 raise TosaError(f"cannot read variable state {args.variables!r}: {exc}") from None
-    outputs = run(graph, inputs, variables=state)
+    outputs = _run_outputs(args, graph, inputs, state)
     if state is not None:
         tmp = Path(f"{args.variables}.tmp.npz")
         np.savez(tmp, **state)
@@ -83,6 +82,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
         np.save(target, value)
         print(f"{name}: {value.dtype} {list(value.shape)} -> {target}")
     return EXIT_OK
+
+
+def _run_outputs(args: argparse.Namespace, graph, inputs: list, state: dict | None) -> list:
+    """``run``: the outputs from the interpreter, or from ``--executor`` (no variable state there)."""
+    executor = getattr(args, "executor", "interpreter")
+    if executor == "interpreter":
+        from .interpreter import run
+
+        return run(graph, inputs, variables=state)
+    if state is not None:
+        raise TosaError(f"--variables needs the interpreter, not --executor {executor}")
+    from vgf.cli import executor_outputs
+
+    return executor_outputs(executor, graph, inputs)
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
@@ -164,6 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--variables", metavar="STATE.npz",
                    help="carry variable tensors across runs: start from STATE.npz if it exists, "
                         "write the final values back to it")
+    p.add_argument("--executor", choices=("interpreter", "reference", "vgf"), default="interpreter",
+                   help="what runs the graph: the interpreter (default), the reference model, or vgf "
+                        "(ML SDK model converter + scenario runner on a Vulkan device)")
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("info", help="describe a TOSA graph",
@@ -178,11 +194,14 @@ def build_parser() -> argparse.ArgumentParser:
                        "compare every operator output, name the first divergence. Exit 0 all match, 1 divergence, 2 error.")
     build_diff_parser(p)
     p.set_defaults(func=diff_command)
+    from vgf.cli import add_diff_executor, extend_compile_parser
+
+    add_diff_executor(p)
 
     # The ethosu package is a namespace portion beside Vela's ethosu.vela; its CLI pieces live there.
     from ethosu.cli import add_compile_parser, add_support_parser
 
-    add_compile_parser(sub)
+    extend_compile_parser(add_compile_parser(sub))
     add_support_parser(sub)
 
     from .check import add_quantization_arguments

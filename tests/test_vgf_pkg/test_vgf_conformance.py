@@ -1,0 +1,78 @@
+"""Conformance cases (generated at test time by tosa-tools) run on VGF agree with the reference model.
+
+For each positive case the generator wrote, VGF runs the graph on the case's inputs. Integer
+outputs must equal ``tosa_reference_model``'s (and so the interpreter's) exactly; float outputs
+are judged by the tosa-tools verifier under the case's compliance mode with the reference
+model's precise (FP64) result and bounds. A case the model converter refuses (a dtype or an
+operator form VGF does not take, e.g. INT48 or BF16) is counted, not failed, but every op here
+must have cases VGF accepts. Nothing here knows an expected value.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import tosa_verify
+import vgf
+from tosa_verify.errors import TosaError
+
+pytestmark = pytest.mark.usefixtures("vgf_device")
+
+#: CNN and transformer building blocks, in the default run (one VGF run per case).
+DEFAULT_OPS = ["CONV2D", "RESCALE", "ADD", "MAX_POOL2D", "MATMUL", "CLAMP"]
+#: More operators, with -m slow.
+SLOW_OPS = ["DEPTHWISE_CONV2D", "AVG_POOL2D", "MUL", "TABLE", "TRANSPOSE", "CONCAT", "PAD", "SIGMOID",
+            "TANH", "REDUCE_SUM", "RESHAPE", "SLICE", "EXP", "RSQRT", "SUB", "MAXIMUM"]
+
+
+def _check_op_on_vgf(op: str, workdir) -> tuple[int, list[str], list[str]]:
+    from conformance.harness import find_cases, generate, run_reference_cli  # tests/conformance
+
+    root = generate(op, maximum=1, num_errorifs=0)
+    agreed, refused, failures = 0, [], []
+    for case in find_cases(root):
+        if case.negative:
+            continue
+        ref = run_reference_cli(case, workdir / case.name)
+        if ref.status != "VALID":
+            continue  # a REQUIRE failed in the reference: any result conforms
+        graph_file = case.path / case.desc["tosa_file"]
+        try:
+            ours = vgf.run(graph_file, case.inputs())
+        except vgf.VgfCompileError as exc:
+            refused.append(f"{case.name}: {exc}")
+            continue
+        except TosaError as exc:
+            failures.append(f"{case.name}: {type(exc).__name__}: {exc}")
+            continue
+        compliance = case.desc.get("meta", {}).get("compliance", {}).get("tensors", {})
+        block = tosa_verify.load(graph_file).main
+        bad = []
+        for name, mine, theirs, bound in zip(case.desc["ofm_name"], ours, ref.outputs, ref.bounds, strict=True):
+            dtype = block.tensors[name].dtype
+            verdict = tosa_verify.compare(theirs, mine, mode=compliance.get(name) or "EXACT", dtype=dtype,
+                                          bounds=bound)
+            if not verdict.ok:
+                bad.append(f"{name}: {verdict.summary()}")
+        if bad:
+            failures.append(f"{case.name}: " + "; ".join(bad))
+        else:
+            agreed += 1
+    return agreed, refused, failures
+
+
+def _assert_conforms(op: str, tmp_path) -> None:
+    agreed, refused, failures = _check_op_on_vgf(op, tmp_path)
+    assert not failures, f"{len(failures)} {op} cases disagree on VGF:\n" + "\n".join(failures[:20])
+    assert agreed > 0, f"VGF ran no {op} case; refused: " + "\n".join(refused[:10])
+
+
+@pytest.mark.parametrize("op", DEFAULT_OPS)
+def test_conformance_cases_agree_on_vgf(op, tmp_path):
+    _assert_conforms(op, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("op", SLOW_OPS)
+def test_more_conformance_cases_agree_on_vgf(op, tmp_path):
+    _assert_conforms(op, tmp_path)
