@@ -202,3 +202,25 @@ def test_peer_mobilenet_v2_fp_agrees_operator_by_operator_within_compliance():
     report = tosa_verify.diff(graph, random_inputs(graph, 0), engine=vgf.VgfExecutor(), against="interpreter")
     assert not report.error and report.ok, report.format_table(all_ops=False)
     assert set(report.counts()) <= {"exact", "within_compliance", "inherited"}
+
+
+def test_runner_timeout_is_a_one_line_error():
+    program = vgf.compile_tosa(zoo_tosa("mlp", "INT"))
+    inputs = random_inputs(program.graph, 0)
+    with pytest.raises(vgf.VgfRuntimeError) as err:
+        vgf.run(program, inputs, timeout=0.01)
+    assert str(err.value).startswith("scenario-runner: timed out after 0.01 s") and "\n" not in str(err.value)
+
+
+def test_missing_tool_says_what_to_install(monkeypatch):
+    from vgf import _runtime
+
+    monkeypatch.setattr(_runtime, "_package_dir", lambda package: None)
+    _runtime.tool_path.cache_clear()
+    try:
+        with pytest.raises(vgf.VgfUnavailableError, match="pip install ai-ml-sdk-model-converter"):
+            _runtime.tool_path("model-converter")
+        with pytest.raises(vgf.VgfUnavailableError, match="pip install ai-ml-emulation-layer-for-vulkan"):
+            _runtime.emulation_layer_dir()
+    finally:
+        _runtime.tool_path.cache_clear()
