@@ -25,7 +25,8 @@ Verbs:
   info     print a TOSA graph's version, profiles/extensions, op histogram, inputs and outputs
   diff     run a graph with the interpreter and the reference model (or against another graph),
            compare every operator's output, name the first divergence, write a one-op repro
-  compile  compile an INT TOSA graph for an Ethos-U55/U65/U85 target with Vela, print performance
+  compile  compile an INT TOSA graph for an Ethos-U55/U65/U85 target with Vela, print performance;
+           --target vgf: compile to VGF with the ML SDK model converter (run/diff: --executor vgf)
   support  list the operators Vela will not accept for a target, without compiling
   lower    quantize and lower a PyTorch model to TOSA; write graphs, provenance, quant params
   golden   compare two golden directories (regressions, drift, performance) for CI

@@ -1319,7 +1319,7 @@ def diff_command(args: argparse.Namespace) -> int:
         inputs = _read_inputs(args.input, graph) if args.input else random_inputs(graph, args.seed)
         engine = getattr(args, "engine", None) or "interpreter"
         # another executor is compared with the interpreter unless told otherwise
-        against = args.against or ("reference" if isinstance(engine, str) else "interpreter")
+        against = args.against or ("reference" if engine == "interpreter" else "interpreter")
         report = diff(graph, inputs, against=against, precise=args.precise, engine=engine)
         report.source = args.graph
     except TosaError as exc:

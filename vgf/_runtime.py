@@ -195,10 +195,8 @@ def run_tool(step: str, cmd: Sequence[str], *, error: type[VgfError], timeout: f
         raise error(f"{step}: cannot start {cmd[0]}: {exc}", step=step) from None
     out = proc.stdout + proc.stderr
     if proc.returncode < 0:
-        try:
-            sig = signal.Signals(-proc.returncode).name
-        except ValueError:
-            sig = f"signal {-proc.returncode}"
+        number = -proc.returncode
+        sig = signal.Signals(number).name if number in signal.valid_signals() else f"signal {number}"
         raise error(f"{step}: crashed ({sig}): {tool_message(out)}", step=step, tool_output=out)
     if proc.returncode != 0:
         raise error(f"{step}: exit code {proc.returncode}: {tool_message(out)}", step=step, tool_output=out)

@@ -3,22 +3,12 @@ gated on agreement with the interpreter, with a VGF column in drift's executor a
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import pytest
-
-from tosa_verify.check import add_check_arguments, check_main
+from test_check import run_check as _check  # tests/test_check.py: check_main with captured output
 
 pytestmark = pytest.mark.usefixtures("vgf_device")
-
-
-def _check(argv: list[str], capsys) -> tuple[int, str, str]:
-    parser = argparse.ArgumentParser(prog="tosa-verify check")
-    add_check_arguments(parser)
-    code = check_main(parser.parse_args(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 @pytest.mark.parametrize("profile", ["INT", "FP"])

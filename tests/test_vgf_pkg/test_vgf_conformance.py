@@ -3,7 +3,8 @@
 For each positive case the generator wrote, VGF runs the graph on the case's inputs. Integer
 outputs must equal ``tosa_reference_model``'s (and so the interpreter's) exactly; float outputs
 are judged by the tosa-tools verifier under the case's compliance mode with the reference
-model's precise (FP64) result and bounds. A case the model converter refuses (a dtype or an
+model's precise (FP64) result and bounds -- the same judgement the interpreter gets
+(``conformance.harness.judge_outputs``). A case the model converter refuses (a dtype or an
 operator form VGF does not take, e.g. INT48 or BF16) is counted, not failed, but every op here
 must have cases VGF accepts. Nothing here knows an expected value.
 """
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import pytest
 
-import tosa_verify
 import vgf
 from tosa_verify.errors import TosaError
 
@@ -26,7 +26,12 @@ SLOW_OPS = ["CONV2D", "RESCALE", "MATMUL", "DEPTHWISE_CONV2D", "AVG_POOL2D", "MU
 
 
 def _check_op_on_vgf(op: str, workdir) -> tuple[int, list[str], list[str]]:
-    from conformance.harness import find_cases, generate, run_reference_cli  # tests/conformance
+    from conformance.harness import (  # tests/conformance
+        find_cases,
+        generate,
+        judge_outputs,
+        run_reference_cli,
+    )
 
     root = generate(op, maximum=1, num_errorifs=1)
     agreed, refused, failures = 0, [], []
@@ -45,17 +50,9 @@ def _check_op_on_vgf(op: str, workdir) -> tuple[int, list[str], list[str]]:
         except TosaError as exc:
             failures.append(f"{case.name}: {type(exc).__name__}: {exc}")
             continue
-        compliance = case.desc.get("meta", {}).get("compliance", {}).get("tensors", {})
-        block = tosa_verify.load(graph_file).main
-        bad = []
-        for name, mine, theirs, bound in zip(case.desc["ofm_name"], ours, ref.outputs, ref.bounds, strict=True):
-            dtype = block.tensors[name].dtype
-            verdict = tosa_verify.compare(theirs, mine, mode=compliance.get(name) or "EXACT", dtype=dtype,
-                                          bounds=bound)
-            if not verdict.ok:
-                bad.append(f"{name}: {verdict.summary()}")
-        if bad:
-            failures.append(f"{case.name}: " + "; ".join(bad))
+        reason = judge_outputs(case, ours, ref)
+        if reason:
+            failures.append(reason)
         else:
             agreed += 1
     return agreed, refused, failures
