@@ -373,7 +373,8 @@ class DiffReport:
                     f"{v.cosine:.6f}" if v and not math.isnan(v.cosine) else "-",
                 ))
         widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
-        lines = [f"diff of {self.source} against {self.against}" + (" (precise)" if self.precise else "")]
+        run_by = f" run by {self.engine}" if self.engine != "interpreter" else ""
+        lines = [f"diff of {self.source}{run_by} against {self.against}" + (" (precise)" if self.precise else "")]
         fmt = "  ".join(f"{{:{'>' if i in (0, 7, 8, 9, 10, 11) else '<'}{w}}}" for i, w in enumerate(widths))
         lines.append(fmt.format(*header))
         lines.append("  ".join("-" * w for w in widths))
