@@ -139,7 +139,10 @@ def _capture_graph(graph: Graph) -> tuple[Graph, list[str], list[Operator]]:
     out. Why: model-converter 0.11.0 treats a RESHAPE as a view of its input, and when a chain
     of two RESHAPEs has all three tensors as graph outputs, one of the three comes back unwritten
     (zeros) while the others are right. A RESHAPE moves no values, so its output is recovered
-    from its captured input; a wrong RESHAPE on VGF still shows at the first consumer.
+    from its captured input; a wrong RESHAPE on VGF still shows at the first consumer. The same
+    converter fault hits a MUL feeding a MUL with both outputs captured (the FP transformer block
+    of ``lowering.zoo``: one of the two comes back as zeros); that case is not worked around, so
+    :func:`tosa_verify.diff` names the MUL.
     """
     captured, names = capture_graph(graph)
     block = captured.main
