@@ -25,7 +25,8 @@ SUPPORTED_OPS_FP: frozenset[str] = supported_ops("FP")
 
 #: Names served from :mod:`lowering.partitioner`, imported on first use (it imports ExecuTorch).
 _PARTITIONER_NAMES = ("TosaPartitioner", "DelegateSpec", "TosaVerifyBackend",
-                      "TosaVerifyEthosUBackend", "delegate_payloads", "target_executorch_ethosu_runtime")
+                      "TosaVerifyEthosUBackend", "TosaVerifyVgfBackend", "delegate_payloads",
+                      "target_executorch_ethosu_runtime", "target_executorch_vgf_runtime")
 
 
 def __getattr__(name: str):

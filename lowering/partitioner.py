@@ -5,7 +5,9 @@ lowering can run, ExecuTorch cuts them out as partitions, and :class:`TosaVerify
 turns each partition into the delegate payload: the TOSA 1.0 flatbuffer written by
 :mod:`lowering.emitter`. With ``ethosu_target`` the payload is instead the Vela command
 stream in the block layout ExecuTorch's Ethos-U runtime reads (:mod:`ethosu.payload`),
-written by :class:`TosaVerifyEthosUBackend`.
+written by :class:`TosaVerifyEthosUBackend`. With ``vgf=True`` it is the VGF the ML SDK model
+converter makes of the partition's TOSA (:mod:`vgf`), byte for byte what ExecuTorch's own
+``VgfBackend`` stores, written by :class:`TosaVerifyVgfBackend`.
 
 How a node is decided (the same analysis runs on the ATen program, to tell ExecuTorch which
 ops to keep whole, and on the edge program, to tag partitions):
@@ -82,13 +84,16 @@ aten = torch.ops.aten
 __all__ = [
     "BACKEND_ID",
     "ETHOSU_BACKEND_ID",
+    "VGF_BACKEND_ID",
     "DelegateSpec",
     "TosaPartitioner",
     "TosaVerifyBackend",
     "TosaVerifyEthosUBackend",
+    "TosaVerifyVgfBackend",
     "aten_target",
     "delegate_payloads",
     "target_executorch_ethosu_runtime",
+    "target_executorch_vgf_runtime",
     "to_aten_module",
 ]
 
@@ -96,6 +101,8 @@ __all__ = [
 BACKEND_ID = "TosaVerifyBackend"
 #: Backend id of delegates whose payload is a Vela binary stream.
 ETHOSU_BACKEND_ID = "TosaVerifyEthosUBackend"
+#: Backend id of delegates whose payload is a VGF (ML SDK model converter output).
+VGF_BACKEND_ID = "TosaVerifyVgfBackend"
 
 #: Where the ATen-stage decision is kept on a node (``node.meta["custom"]`` survives
 #: ExecuTorch's decompositions and is inherited by the nodes a decomposition creates).
@@ -128,7 +135,9 @@ class DelegateSpec:
 
     ``ethosu_target`` (e.g. ``"ethos-u55-128"``) makes the payload a Vela binary stream;
     it needs the INT profile. ``system_config``/``memory_mode``/``vela_flags`` are passed
-    to :func:`ethosu.compiler.compile_tosa` (defaults per target family).
+    to :func:`ethosu.compiler.compile_tosa` (defaults per target family). ``vgf=True`` makes
+    the payload a VGF (:func:`vgf.compile_tosa`; INT or FP), as ExecuTorch's ``VgfBackend``
+    writes it.
 
     Example:
         >>> spec = DelegateSpec("int", ethosu_target="ethos-u55-128")
@@ -143,6 +152,7 @@ class DelegateSpec:
     system_config: str | None = None
     memory_mode: str | None = None
     vela_flags: tuple[str, ...] = ()
+    vgf: bool = False
 
     def __post_init__(self) -> None:
         profile = str(self.profile).upper()
@@ -151,6 +161,9 @@ class DelegateSpec:
         object.__setattr__(self, "profile", profile)
         flags = self.vela_flags.split() if isinstance(self.vela_flags, str) else self.vela_flags
         object.__setattr__(self, "vela_flags", tuple(str(f) for f in flags))
+        object.__setattr__(self, "vgf", bool(self.vgf))
+        if self.vgf and self.ethosu_target is not None:
+            raise ValueError("a delegate is compiled for VGF or for an Ethos-U target, not both")
         if self.ethosu_target is None:
             if self.system_config or self.memory_mode or self.vela_flags:
                 raise ValueError("system_config, memory_mode and vela_flags need an ethosu_target")
@@ -169,7 +182,7 @@ class DelegateSpec:
             >>> DelegateSpec("INT").backend_id
             'TosaVerifyBackend'
         """
-        return ETHOSU_BACKEND_ID if self.ethosu_target else BACKEND_ID
+        return ETHOSU_BACKEND_ID if self.ethosu_target else (VGF_BACKEND_ID if self.vgf else BACKEND_ID)
 
     def to_compile_specs(self) -> list[CompileSpec]:
         """The spec as ExecuTorch compile specs (stored in the ``.pte`` with the delegate).
@@ -180,7 +193,8 @@ class DelegateSpec:
         """
         fields = {"profile": self.profile, "ethosu_target": self.ethosu_target,
                   "system_config": self.system_config, "memory_mode": self.memory_mode,
-                  "vela_flags": json.dumps(list(self.vela_flags)) if self.vela_flags else None}
+                  "vela_flags": json.dumps(list(self.vela_flags)) if self.vela_flags else None,
+                  "vgf": "1" if self.vgf else None}
         return [CompileSpec(k, v.encode()) for k, v in fields.items() if v is not None]
 
     @classmethod
@@ -194,7 +208,8 @@ class DelegateSpec:
         values = {s.key: bytes(s.value).decode() for s in specs}
         flags = tuple(json.loads(values["vela_flags"])) if "vela_flags" in values else ()
         return cls(values.get("profile", "INT"), values.get("ethosu_target"),
-                   values.get("system_config"), values.get("memory_mode"), flags)
+                   values.get("system_config"), values.get("memory_mode"), flags,
+                   values.get("vgf") == "1")
 
 
 # --------------------------------------------------------------------------- graphs
@@ -440,6 +455,10 @@ def _vela_payload(tosa: bytes, spec: DelegateSpec) -> bytes:
 def _preprocess(edge_program: ExportedProgram, compile_specs: list[CompileSpec]) -> bytes:
     spec = DelegateSpec.from_compile_specs(compile_specs)
     tosa = _partition_tosa(to_aten_module(edge_program), spec.profile)
+    if spec.vgf:
+        from vgf import compile_tosa as vgf_compile
+
+        return vgf_compile(tosa).vgf  # memoized by the TOSA bytes
     return _vela_payload(tosa, spec) if spec.ethosu_target else tosa
 
 
@@ -480,6 +499,27 @@ class TosaVerifyEthosUBackend(BackendDetails):
     def preprocess(edge_program: ExportedProgram,
                    compile_specs: list[CompileSpec]) -> PreprocessResult:
         """Lower one partition to TOSA and compile it with Vela."""
+        return PreprocessResult(processed_bytes=_preprocess(edge_program, compile_specs))
+
+
+class TosaVerifyVgfBackend(BackendDetails):
+    """Delegate payload = the partition's TOSA compiled to VGF by the ML SDK model converter.
+
+    The payload is the converter's ``.vgf`` file as it is, which is what ExecuTorch's own
+    ``VgfBackend`` stores (it calls ``model-converter`` on the TOSA with no flags);
+    :func:`target_executorch_vgf_runtime` gives the delegates that backend's id.
+
+    Example:
+        >>> part = TosaPartitioner(DelegateSpec("FP", vgf=True))                 # doctest: +SKIP
+        >>> edge = to_edge_transform_and_lower(ep, partitioner=[part])           # doctest: +SKIP
+        >>> delegate_payloads(edge)[0][0]                                        # doctest: +SKIP
+        'TosaVerifyVgfBackend'
+    """
+
+    @staticmethod
+    def preprocess(edge_program: ExportedProgram,
+                   compile_specs: list[CompileSpec]) -> PreprocessResult:
+        """Lower one partition to TOSA and convert it to VGF."""
         return PreprocessResult(processed_bytes=_preprocess(edge_program, compile_specs))
 
 
@@ -842,6 +882,37 @@ def _preserved_ops_for(lowered: frozenset, decomposed: frozenset) -> frozenset:
 EXECUTORCH_ETHOSU_RUNTIME_ID = "EthosUBackend"
 
 
+#: The backend id ExecuTorch's VGF runtime registers (backends/arm/vgf).
+EXECUTORCH_VGF_RUNTIME_ID = "VgfBackend"
+
+
+def _retarget(edge, ours: str, theirs: str) -> int:
+    from executorch.exir.lowered_backend_module import LoweredBackendModule
+
+    renamed = 0
+    for method in edge.methods:
+        gm = edge.exported_program(method).graph_module
+        for module in gm.modules():
+            if isinstance(module, LoweredBackendModule) and module.backend_id == ours:
+                module._backend_id = theirs  # no public setter
+                renamed += 1
+    return renamed
+
+
+def target_executorch_vgf_runtime(edge) -> int:
+    """Let ExecuTorch's VGF runtime run our VGF delegates; returns how many were renamed.
+
+    Our VGF delegates carry :class:`TosaVerifyVgfBackend`'s id; their payload is what
+    ExecuTorch's ``VgfBackend`` writes, so after lowering this renames them to ``VgfBackend``
+    for ``.to_executorch()``, as :func:`target_executorch_ethosu_runtime` does for Ethos-U.
+
+    Example:
+        >>> target_executorch_vgf_runtime(edge)                                    # doctest: +SKIP
+        1
+    """
+    return _retarget(edge, VGF_BACKEND_ID, EXECUTORCH_VGF_RUNTIME_ID)
+
+
 def target_executorch_ethosu_runtime(edge) -> int:
     """Let ExecuTorch's Ethos-U device runtime run our Ethos-U delegates; returns how many.
 
@@ -860,16 +931,7 @@ def target_executorch_ethosu_runtime(edge) -> int:
         1
         >>> open("model.pte", "wb").write(edge.to_executorch().buffer)             # doctest: +SKIP
     """
-    from executorch.exir.lowered_backend_module import LoweredBackendModule
-
-    renamed = 0
-    for method in edge.methods:
-        gm = edge.exported_program(method).graph_module
-        for module in gm.modules():
-            if isinstance(module, LoweredBackendModule) and module.backend_id == ETHOSU_BACKEND_ID:
-                module._backend_id = EXECUTORCH_ETHOSU_RUNTIME_ID  # no public setter
-                renamed += 1
-    return renamed
+    return _retarget(edge, ETHOSU_BACKEND_ID, EXECUTORCH_ETHOSU_RUNTIME_ID)
 
 
 def delegate_payloads(program) -> list[tuple[str, bytes]]:

@@ -54,6 +54,7 @@ __all__ = ["CheckError", "LoadedModel", "add_check_arguments", "check_main", "lo
 
 EXIT_OK, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
 DEFAULT_TARGET = "ethos-u55-128"
+VGF_TARGET = "vgf"
 STEPS = (
     "quantize and lower",
     "validate (interpreter)",
@@ -94,7 +95,9 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
                         help="TOSA profile to lower to (default INT: int8 PT2E quantization)")
     add_quantization_arguments(parser)
     parser.add_argument("--target", action="append", default=None, metavar="TARGET",
-                        help=f"Ethos-U target for Vela, repeatable (default {DEFAULT_TARGET})")
+                        help=f"Ethos-U target for Vela, repeatable (default {DEFAULT_TARGET}), or vgf: "
+                             "compile to VGF and run it on a Vulkan device (INT and FP), gated on "
+                             "agreement with the interpreter")
     parser.add_argument("--no-vela", action="store_true", help="skip the Vela compile step")
     parser.add_argument("--allow-cpu", action="store_true",
                         help="a model split around CPU nodes passes the 'fully lowered' gate (each TOSA "
@@ -325,6 +328,7 @@ class _State:
     drift: Any = None
     programs: list[Any] = field(default_factory=list)
     golden_report: Any = None
+    vgf: list[Any] = field(default_factory=list)
     golden_note: str = ""
     gates: list[Gate] = field(default_factory=list)
 
@@ -365,6 +369,8 @@ def _run(args: argparse.Namespace, progress: _Progress) -> _State:
         raise CheckError("--update-golden needs --golden DIR")
     # Vela compiles integer TOSA only: an FP graph skips the step instead of failing it
     targets = [] if args.no_vela or args.profile == "FP" else (args.target or [DEFAULT_TARGET])
+    use_vgf = any(str(t).lower() == VGF_TARGET for t in args.target or [])
+    targets = [t for t in targets if str(t).lower() != VGF_TARGET]
     if targets:
         from ethosu.compiler import EthosUConfigError, resolve_config
 
@@ -388,7 +394,7 @@ def _run(args: argparse.Namespace, progress: _Progress) -> _State:
         ops = sum(getattr(st.lowered, "op_counts", {}).values())
         info["note"] = f"{st.model.name}, {ops} TOSA operators"
     if st.lowered.tosa is None:
-        return _check_partitions(st, args, progress, targets)
+        return _check_partitions(st, args, progress, targets, use_vgf)
     st.gates.append(Gate("fully lowered", True, "one TOSA graph"))
 
     # 2. validate
@@ -408,12 +414,16 @@ def _run(args: argparse.Namespace, progress: _Progress) -> _State:
             st.gates.append(Gate("interpreter == reference model", False, detail))
         info["note"] = "agree" if st.diff.ok else "DIVERGE"
 
+    # VGF runs before drift, whose executor attribution gets a VGF column
+    vgf_tensors = _vgf_step(st, progress, [st.lowered.tosa], [st.tosa_inputs]) if use_vgf else None
+
     # 4. drift
     with progress.step(4, STEPS[3]) as info, _quiet():
         travel = None if args.rounding_travel is not None and args.rounding_travel < 0 else args.rounding_travel
         st.drift = tosa_verify.drift(st.lowered, st.model.example_inputs,
                                      reference=st.diff.expected if st.diff.expected else True,
-                                     captured=st.captured, rounding_travel=travel)
+                                     captured=st.captured, rounding_travel=travel,
+                                     executors={"VGF": vgf_tensors} if vgf_tensors else None)
         outs = st.drift.output_rows
         worst = min((r.total.sqnr_db for r in outs if r.total), default=float("nan"))
         info["note"] = f"output SQNR {worst:.1f} dB"
@@ -497,7 +507,7 @@ def _golden(st: _State, args: argparse.Namespace, info: dict[str, str]) -> None:
 
 
 def _check_partitions(st: _State, args: argparse.Namespace, progress: _Progress,
-                      targets: Sequence[str]) -> _State:
+                      targets: Sequence[str], use_vgf: bool = False) -> _State:
     """A model split around CPU nodes: each TOSA partition is validated, cross-checked with the
     reference model op by op on seeded random inputs and compiled; drift and goldens need one
     graph and are skipped. The "fully lowered" gate fails unless ``--allow-cpu``."""
@@ -523,6 +533,8 @@ def _check_partitions(st: _State, args: argparse.Namespace, progress: _Progress,
                              "; ".join(diverging) or f"every operator of {len(parts)} partitions agrees "
                                                      f"(random inputs, seed {args.seed})"))
         info["note"] = "agree" if not diverging else "DIVERGE"
+    if use_vgf:
+        _vgf_step(st, progress, [p.tosa for p in parts], [inputs[p.name] for p in parts])
     progress.skip(4, STEPS[3], "drift needs one TOSA graph")
     _vela_step(st, progress, args, targets, [p.tosa for p in parts], partitions=True)
     progress.skip(6, STEPS[5], "goldens need one TOSA graph")
@@ -566,8 +578,40 @@ def _vela_step(st: _State, progress: _Progress, args: argparse.Namespace, target
         info["note"] = ", ".join(notes)
 
 
+def _vgf_step(st: _State, progress: _Progress, graphs: Sequence[bytes],
+              inputs: Sequence[Any]) -> dict[str, Any] | None:
+    """``--target vgf``: compile each graph to VGF, run it, gate on agreement with the interpreter.
+
+    Agreement is :func:`vgf.check_agreement`: the deployed program's outputs equal the
+    interpreter's (INT) and every operator agrees op by op (FP: within compliance on its own
+    inputs). Returns the VGF tensors of a single graph (for drift's VGF column), else None.
+    """
+    import vgf
+
+    ok, reason = vgf.available()
+    if not ok:
+        raise CheckError(f"--target vgf: {reason}")
+    with progress.step(5, "VGF compile and run") as info:
+        results = []
+        for graph, values in zip(graphs, inputs, strict=True):
+            try:
+                results.append(vgf.check_agreement(graph, values))
+            except vgf.VgfError as exc:
+                st.gates.append(Gate("VGF == interpreter", False, str(exc)))
+                info["note"] = "VGF failed"
+                return None
+        bad = [r.detail for r in results if not r.ok]
+        detail = "; ".join(bad) or "; ".join(r.detail for r in results)
+        st.gates.append(Gate("VGF == interpreter", not bad, detail))
+        st.vgf = results
+        info["note"] = "agree" if not bad else "DIVERGE"
+    return results[0].tensors if len(results) == 1 else None
+
+
 def _no_vela_reason(args: argparse.Namespace) -> str:
-    return "Vela compiles INT-profile TOSA only" if args.profile == "FP" and not args.no_vela else "--no-vela"
+    if args.profile == "FP" and not args.no_vela:
+        return "Vela compiles INT-profile TOSA only"
+    return "--no-vela" if args.no_vela else "no Ethos-U --target"
 
 
 def _meta(st: _State, args: argparse.Namespace, progress: _Progress) -> dict[str, Any]:
@@ -592,6 +636,7 @@ def _write_json(path: str, st: _State, meta: dict[str, Any]) -> None:
         "drift": st.drift.to_dict() if st.drift is not None else None,
         "diff_ok": st.diff.ok if st.diff is not None else None,
         "vela": {p.target: p.to_dict(layers=False) for p in st.programs},
+        "vgf": [r.to_dict() for r in st.vgf],
         "golden": json.loads(st.golden_report.to_json()) if st.golden_report is not None else None,
         "cpu_nodes": [{"node": c.node, "target": c.target, "reason": c.reason}
                       for c in (getattr(st.lowered, "cpu_nodes", None) or [])],

@@ -27,7 +27,8 @@ Verbs:
   info     print a TOSA graph's version, profiles/extensions, op histogram, inputs and outputs
   diff     run a graph with the interpreter and the reference model (or against another graph),
            compare every operator's output, name the first divergence, write a one-op repro
-  compile  compile an INT TOSA graph for an Ethos-U55/U65/U85 target with Vela, print performance
+  compile  compile an INT TOSA graph for an Ethos-U55/U65/U85 target with Vela, print performance;
+           --target vgf: compile to VGF with the ML SDK model converter (run/diff: --executor vgf)
   support  list the operators Vela will not accept for a target, without compiling
   lower    quantize and lower a PyTorch model to TOSA; write graphs, provenance, quant params
   golden   compare two golden directories (regressions, drift, performance) for CI
@@ -57,7 +58,6 @@ Exit codes: 0 all gates pass, 1 a gate failed, 2 an error.
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from .graph import load
-    from .interpreter import run
 
     graph = load(args.graph)
     inputs = [budget.load_npy(path, "input") for path in args.input]
@@ -66,7 +66,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         state = {}
         if Path(args.variables).exists():
             state = budget.load_npz(args.variables, "variable state")
-    outputs = run(graph, inputs, variables=state)
+    outputs = _run_outputs(args, graph, inputs, state)
     if state is not None:
         tmp = Path(f"{args.variables}.tmp.npz")
         np.savez(tmp, **state)
@@ -79,6 +79,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
         np.save(target, value)
         print(f"{name}: {value.dtype} {list(value.shape)} -> {target}")
     return EXIT_OK
+
+
+def _run_outputs(args: argparse.Namespace, graph, inputs: list, state: dict | None) -> list:
+    """``run``: the outputs from the interpreter, or from ``--executor`` (no variable state there)."""
+    executor = getattr(args, "executor", "interpreter")
+    if executor == "interpreter":
+        from .interpreter import run
+
+        return run(graph, inputs, variables=state)
+    if state is not None:
+        raise TosaError(f"--variables needs the interpreter, not --executor {executor}")
+    from vgf.cli import executor_outputs
+
+    return executor_outputs(executor, graph, inputs)
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
@@ -188,6 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="carry variable tensors across runs: start from STATE.npz if it exists, "
                         "write the final values back to it")
     _add_budget_arguments(p)
+    p.add_argument("--executor", choices=("interpreter", "reference", "vgf"), default="interpreter",
+                   help="what runs the graph: the interpreter (default), the reference model, or vgf "
+                        "(ML SDK model converter + scenario runner on a Vulkan device)")
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("info", help="describe a TOSA graph",
@@ -203,11 +220,14 @@ def build_parser() -> argparse.ArgumentParser:
     build_diff_parser(p)
     _add_budget_arguments(p)
     p.set_defaults(func=diff_command)
+    from vgf.cli import add_diff_executor, extend_compile_parser
+
+    add_diff_executor(p)
 
     # The ethosu package is a namespace portion beside Vela's ethosu.vela; its CLI pieces live there.
     from ethosu.cli import add_compile_parser, add_support_parser
 
-    add_compile_parser(sub)
+    extend_compile_parser(add_compile_parser(sub))
     add_support_parser(sub)
 
     from .check import add_quantization_arguments

@@ -42,6 +42,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -54,6 +55,7 @@ from .interpreter import Inputs, Interpreter, Source, bind_inputs
 
 __all__ = [
     "DiffReport",
+    "Executor",
     "OpDiff",
     "TensorDiff",
     "build_diff_parser",
@@ -66,6 +68,8 @@ __all__ = [
 ]
 
 _CONST_OPS = {"CONST", "CONST_SHAPE"}
+#: ``against`` values that run the same graph, and how reports name them.
+_SAME_GRAPH = {"reference": "reference model", "interpreter": "interpreter"}
 #: Operators not re-run for local checks (state lives outside the operator).
 _NO_LOCAL_OPS = {"VARIABLE", "VARIABLE_READ", "VARIABLE_WRITE", "CUSTOM"}
 #: Suffix of the renamed outputs in the batched local-check graph.
@@ -109,6 +113,32 @@ OPERAND_NAMES: dict[str, tuple[str, ...]] = {
 
 
 # --------------------------------------------------------------------------- report types
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """Another implementation of TOSA that :func:`diff` can compare (``engine=``).
+
+    ``name`` labels it in reports; ``capture`` runs a graph and returns every tensor of its
+    entry block by name, in the numpy form :func:`tosa_verify.run` uses (a
+    :class:`~tosa_verify.errors.TosaError` when it cannot); ``run`` returns the outputs only
+    (used to re-run a one-operator repro). ``vgf.VgfExecutor`` is one.
+
+    >>> class Numpy:
+    ...     name = "numpy"
+    ...     def capture(self, graph, inputs): ...
+    ...     def run(self, graph, inputs): ...
+    >>> isinstance(Numpy(), Executor)
+    True
+    """
+
+    name: str
+
+    def capture(self, graph: Source, inputs: Inputs) -> Mapping[str, np.ndarray]:
+        """Every tensor by name."""
+
+    def run(self, graph: Source, inputs: Inputs) -> list[np.ndarray]:
+        """The outputs in graph order."""
 
 
 @dataclass
@@ -262,6 +292,8 @@ class DiffReport:
     error: str = ""
     precise: bool = False
     engine: str = "interpreter"
+    #: The :class:`Executor` that ran the source (``None`` for the interpreter/reference model).
+    executor: Executor | None = field(repr=False, default=None)
 
     @property
     def first_divergence(self) -> OpDiff | None:
@@ -353,7 +385,8 @@ class DiffReport:
                     f"{v.cosine:.6f}" if v and not math.isnan(v.cosine) else "-",
                 ))
         widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
-        lines = [f"diff of {self.source} against {self.against}" + (" (precise)" if self.precise else "")]
+        run_by = f" run by {self.engine}" if self.engine != "interpreter" else ""
+        lines = [f"diff of {self.source}{run_by} against {self.against}" + (" (precise)" if self.precise else "")]
         fmt = "  ".join(f"{{:{'>' if i in (0, 7, 8, 9, 10, 11) else '<'}{w}}}" for i, w in enumerate(widths))
         lines.append(fmt.format(*header))
         lines.append("  ".join("-" * w for w in widths))
@@ -449,7 +482,7 @@ class DiffReport:
             "index": target.index,
             "location": source_op.location,
             "source": self.source,
-            "against": "reference" if self.other_graph is None else self.against,
+            "against": _same_graph_key(self.against) if self.other_graph is None else self.against,
             "engine": self.engine,
             # a local verdict was made against the precise reference model: reproduce that
             "precise": self.precise or any(t.local is not None for t in target.outputs),
@@ -470,7 +503,7 @@ class DiffReport:
         }
         manifest["compliance"] = compliance
         (out / "repro.json").write_text(json.dumps(manifest, indent=2, default=str))
-        verdicts, expected, actual = _execute_repro(out, manifest)
+        verdicts, expected, actual = _execute_repro(out, manifest, self.executor)
         for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
             dt = block.tensors[block.outputs[i]].dtype
             if e is not None:
@@ -734,7 +767,12 @@ def _load_npy(path: Path) -> np.ndarray:
     return np.load(path, allow_pickle=False)
 
 
-def _execute_repro(directory: Path, manifest: Mapping[str, object]) -> tuple[list[Verdict | None], list, list]:
+def _same_graph_key(against: str) -> str:
+    return next((k for k, v in _SAME_GRAPH.items() if v == against), "reference")
+
+
+def _execute_repro(directory: Path, manifest: Mapping[str, object],
+                   executor: Executor | None = None) -> tuple[list[Verdict | None], list, list]:
     from . import reference
     from .interpreter import run as interp_run
 
@@ -754,7 +792,11 @@ def _execute_repro(directory: Path, manifest: Mapping[str, object]) -> tuple[lis
                     bounds.update(res.bounds)
                     return list(res.outputs)
                 return list(res)
-            return list(interp_run(path, values))
+            if how == "interpreter":
+                return list(interp_run(path, values))
+            if executor is not None and how == executor.name:
+                return list(executor.run(path, values))
+            return [None] * len(graph.main.outputs)  # an executor this call was not given
         except TosaError:
             return [None] * len(graph.main.outputs)
 
@@ -763,7 +805,8 @@ def _execute_repro(directory: Path, manifest: Mapping[str, object]) -> tuple[lis
     if against_file:
         expected = execute(directory / str(against_file), engine, other_inputs)
     else:
-        expected = execute(directory / str(manifest["tosa_file"]), "reference", inputs)
+        same = str(manifest.get("against", "reference"))
+        expected = execute(directory / str(manifest["tosa_file"]), same if same in _SAME_GRAPH else "reference", inputs)
     verdicts: list[Verdict | None] = []
     op = graph.main.operators[-1]
     for name, e, a in zip(graph.main.outputs, expected, actual, strict=True):
@@ -775,17 +818,18 @@ def _execute_repro(directory: Path, manifest: Mapping[str, object]) -> tuple[lis
     return verdicts, expected, actual
 
 
-def run_repro(directory: str | os.PathLike) -> list[Verdict | None]:
+def run_repro(directory: str | os.PathLike, executor: Executor | None = None) -> list[Verdict | None]:
     """Re-run a repro written by :meth:`DiffReport.write_repro` with both executors and compare.
 
-    Returns one verdict per output (``None`` when an executor failed).
+    Returns one verdict per output (``None`` when an executor failed). A repro of a diff whose
+    engine was an :class:`Executor` needs that executor again (``executor=``).
 
     >>> [v.status for v in run_repro("repro")]   # doctest: +SKIP
     ['mismatch']
     """
     directory = Path(directory)
     manifest = json.loads((directory / "repro.json").read_text())
-    verdicts, _, _ = _execute_repro(directory, manifest)
+    verdicts, _, _ = _execute_repro(directory, manifest, executor)
     return verdicts
 
 
@@ -826,12 +870,17 @@ def _capture_interpreter(graph: Graph, inputs: Inputs) -> tuple[dict[str, np.nda
     return out, error_index, error
 
 
-def _execute(graph: Graph, inputs: Inputs, engine: str, *, precise: bool) -> tuple[dict, dict, int | None, str]:
+def _execute(graph: Graph, inputs: Inputs, engine: str | Executor, *, precise: bool) -> tuple[dict, dict, int | None, str]:
     """Capture all tensors with ``engine``: (values, bounds, failing op index, error text)."""
     check_graph_memory(graph)  # before either engine allocates anything
     if engine == "interpreter":
         values, idx, err = _capture_interpreter(graph, inputs)
         return values, {}, idx, err
+    if not isinstance(engine, str):  # an Executor: one run, every tensor captured
+        try:
+            return dict(engine.capture(graph, inputs)), {}, None, ""
+        except TosaError as exc:
+            return {}, {}, None, f"{type(exc).__name__}: {exc}"
     from . import reference
 
     try:
@@ -1029,12 +1078,16 @@ def diff(
     against: str | Source = "reference",
     provenance: Mapping[str, str] | None = None,
     precise: bool = False,
-    engine: str = "interpreter",
+    engine: str | Executor = "interpreter",
 ) -> DiffReport:
     """Run ``source`` and ``against`` with every tensor captured and compare operator by operator.
 
-    ``against="reference"`` runs the reference model on the same graph; any other value is a
-    second graph (path, bytes or :class:`~tosa_verify.Graph`) run with ``engine``.
+    ``against="reference"`` runs the reference model on the same graph, ``against="interpreter"``
+    the interpreter on the same graph; any other value is a second graph (path, bytes or
+    :class:`~tosa_verify.Graph`) run with ``engine``. ``engine`` runs ``source``: ``"interpreter"``,
+    ``"reference"`` or an :class:`Executor` (another implementation of TOSA, e.g.
+    ``vgf.VgfExecutor()``: ``diff(g, x, engine=VgfExecutor(), against="interpreter")`` compares
+    the VGF execution with the interpreter and judges VGF's outputs locally).
     ``provenance`` maps source tensor names to other-graph tensor names (after that, tensors
     match by name, then by operator ``location``). ``precise=True`` runs the reference model in
     FP64 with bounds so the global float verdicts come from the tosa-tools verifier (compliance
@@ -1052,14 +1105,17 @@ def diff(
     >>> report.first_divergence.op                # doctest: +SKIP
     'RESCALE'
     """
-    if engine not in ("interpreter", "reference"):
-        raise ValueError(f"engine must be 'interpreter' or 'reference', not {engine!r}")
+    if isinstance(engine, str) and engine not in ("interpreter", "reference"):
+        raise ValueError(f"engine must be 'interpreter', 'reference' or an Executor, not {engine!r}")
+    if not isinstance(engine, str) and not callable(getattr(engine, "capture", None)):
+        raise ValueError(f"engine {engine!r} has no capture(graph, inputs) method")
+    engine_name = engine if isinstance(engine, str) else str(getattr(engine, "name", type(engine).__name__))
     graph = load(source)
     provenance = dict(provenance or {})
-    against_ref = isinstance(against, str) and against == "reference"
-    other = None if against_ref else load(against)  # type: ignore[arg-type]
+    same_graph = isinstance(against, str) and against in _SAME_GRAPH
+    other = None if same_graph else load(against)  # type: ignore[arg-type]
     source_name = _name_of(source)
-    against_name = "reference model" if against_ref else _name_of(against)
+    against_name = _SAME_GRAPH[against] if same_graph else _name_of(against)  # type: ignore[index]
 
     # Precise (FP64) mode only means something for float tensors, and the reference model's
     # precise mode rejects integer CONV2D/DEPTHWISE_CONV2D/AVG_POOL2D: integer graphs run normally.
@@ -1067,8 +1123,8 @@ def diff(
         dtype_info(t.dtype).is_float for r in graph.regions for b in r.blocks for t in b.tensors.values()
     )
     actual, _, err_index, err_text = _execute(graph, inputs, engine, precise=False)
-    if against_ref:
-        expected, bounds, _, ref_err = _execute(graph, inputs, "reference", precise=precise)
+    if same_graph:
+        expected, bounds, _, ref_err = _execute(graph, inputs, against, precise=precise)  # type: ignore[arg-type]
     else:
         other_inputs = _match_inputs(graph.main, other.main, inputs, provenance)
         expected, bounds, other_idx, ref_err = _execute(other, other_inputs, engine, precise=False)
@@ -1111,13 +1167,14 @@ def diff(
     local_expected, local_bounds, local_inputs = _judge_locally(graph, other, ops, verdict_of, actual, expected)
     report = DiffReport(
         source=source_name, against=against_name, ops=ops, outputs=[], graph=graph, other_graph=other,
-        actual=actual, expected=expected, bounds=bounds, precise=precise, engine=engine,
+        actual=actual, expected=expected, bounds=bounds, precise=precise, engine=engine_name,
         local_expected=local_expected, local_bounds=local_bounds, local_inputs=local_inputs,
+        executor=None if isinstance(engine, str) else engine,
     )
     if ref_err:
         report.error = f"{against_name}: {ref_err}"
     elif err_text and err_index is None:
-        report.error = f"interpreter: {err_text}"
+        report.error = f"{engine_name}: {err_text}"
     for name in block.outputs:
         if name in verdict_of:
             report.outputs.append(verdict_of[name])
@@ -1235,8 +1292,9 @@ def build_diff_parser(parser: argparse.ArgumentParser | None = None) -> argparse
     parser.add_argument("--input", action="append", default=[], metavar="[NAME=]FILE.npy",
                         help="an input value; repeat in graph input order or give NAME=FILE")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs used when no --input is given")
-    parser.add_argument("--against", default="reference", metavar="reference|OTHER.tosa",
-                        help="the reference model (default) or another TOSA graph")
+    parser.add_argument("--against", default=None, metavar="reference|interpreter|OTHER.tosa",
+                        help="the reference model (default; with --executor: the interpreter), the "
+                             "interpreter, or another TOSA graph")
     parser.add_argument("--precise", action="store_true",
                         help="run the reference model in FP64 and judge floats with the compliance verifier")
     parser.add_argument("--repro-dir", metavar="DIR", help="write a one-operator repro of the first divergence here")
@@ -1274,7 +1332,10 @@ def diff_command(args: argparse.Namespace) -> int:
         graph = load(args.graph)
         check_graph_memory(graph)  # before random inputs are drawn for it
         inputs = _read_inputs(args.input, graph) if args.input else random_inputs(graph, args.seed)
-        report = diff(graph, inputs, against=args.against, precise=args.precise)
+        engine = getattr(args, "engine", None) or "interpreter"
+        # another executor is compared with the interpreter unless told otherwise
+        against = args.against or ("reference" if engine == "interpreter" else "interpreter")
+        report = diff(graph, inputs, against=against, precise=args.precise, engine=engine)
         report.source = args.graph
     except TosaError as exc:
         print(f"tosa-verify diff: error: {exc}", file=sys.stderr)

@@ -147,6 +147,8 @@ class DriftRow:
     executor_mismatched: int | None = None
     executor_max_diff: float | None = None
     executor: ErrorStats | None = None
+    #: Other executors (e.g. ``"VGF"``) vs the interpreter on this tensor, by label.
+    executors: dict[str, ExecutorCheck] = field(default_factory=dict)
     steps_histogram: list[int] = field(default_factory=list)
     lowering_histogram: list[int] = field(default_factory=list)
     shares_range_with: str = ""
@@ -177,12 +179,32 @@ class DriftRow:
             value = getattr(self, f.name)
             if isinstance(value, ErrorStats):
                 out[f.name] = value.to_dict()
+            elif f.name == "executors":
+                out[f.name] = {k: v.to_dict() for k, v in value.items()}
             elif isinstance(value, tuple):
                 out[f.name] = list(value)
             else:
                 out[f.name] = _json_float(value)
         out["dominant"] = self.dominant
         return out
+
+
+@dataclass
+class ExecutorCheck:
+    """Another executor's value of one tensor against the interpreter's (a drift column).
+
+    ``mismatched`` elements differ, by at most ``max_diff`` (integers: steps); ``stats`` is the
+    error (dequantized for quantized tensors), ``None`` when they are identical.
+    """
+
+    mismatched: int
+    max_diff: float
+    stats: ErrorStats | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {"mismatched": self.mismatched, "max_diff": _json_float(self.max_diff),
+                "stats": self.stats.to_dict() if self.stats else None}
 
 
 @dataclass
@@ -295,7 +317,8 @@ class DriftReport:
             lo = r.lowering.mse if r.lowering else 0.0
             tot = r.total.mse if r.total else 0.0
             ex = r.executor.mse if r.executor else 0.0
-            denom = q + lo + ex
+            others = {k: (c.stats.mse if c.stats else 0.0) for k, c in r.executors.items()}
+            denom = q + lo + ex + sum(others.values())
             out[r.tensor] = {
                 "total_mse": tot,
                 "quantization_mse": q,
@@ -307,6 +330,9 @@ class DriftReport:
                 "sqnr_db": r.total.sqnr_db if r.total else float("nan"),
                 "local_sqnr_db": r.local.sqnr_db if r.local else float("nan"),
             }
+            for label, mse in others.items():  # other executors vs the interpreter
+                out[r.tensor][f"{label}_mse"] = mse
+                out[r.tensor][f"{label}_share"] = mse / denom if denom else 0.0
         return out
 
     # ----------------------------------------------------------------- output
@@ -346,8 +372,9 @@ class DriftReport:
 
         >>> print(report.format_table())   # doctest: +SKIP
         """
+        labels = sorted({k for r in self.rows for k in r.executors})
         header = ("#", "tensor", "op", "torch node (module)", "shape", "SQNR", "quant", "local",
-                  "cosine", "max|err|", "steps max/mean", "lower", "own", "exec", "clip%")
+                  "cosine", "max|err|", "steps max/mean", "lower", "own", "exec", *labels, "clip%")
         rows = []
         for r in self.rows:
             if not aliases and r.alias_of is not None:
@@ -370,11 +397,12 @@ class DriftReport:
                 _count(r.lowering),
                 _count(r.local_lowering),
                 _exec(r),
+                *(_exec_other(r.executors.get(k), r.scale) for k in labels),
                 (f"{100 * r.clipped_fraction:.1f}" + ("*" if r.shares_range_with else ""))
                 if r.clipped_fraction is not None else "-",
             ))
         lines = [f"quantization drift ({self.profile}): float vs fake-quant vs TOSA, {len(self.rows)} tensors"]
-        lines.extend(_table(header, rows, right={0, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}))
+        lines.extend(_table(header, rows, right=set(range(5, len(header))) | {0}))
         if any(r.shares_range_with for r in self.rows):
             lines.append("* clipped to the range of the CLAMP that follows (a fused activation): "
                          "the clipped part is removed by that activation anyway")
@@ -394,6 +422,8 @@ class DriftReport:
                 f"output {name}: SQNR {_db(a['sqnr_db'])} dB vs float; error power "
                 f"{100 * a['quantization_share']:.1f} % quantization, {100 * a['lowering_share']:.1f} % lowering, "
                 f"{100 * a['executor_share']:.1f} % executor"
+                + "".join(f", {100 * v:.1f} % {k[:-6]}" for k, v in a.items() if k.endswith("_share")
+                          and k[:-6] not in ("quantization", "lowering", "executor"))
             )
         worst = self.worst_local()
         if worst is not None:
@@ -422,6 +452,13 @@ class DriftReport:
             worst = min(ex_float, key=lambda r: r.executor.sqnr_db)  # type: ignore[union-attr]
             lines.append(f"executor: float tensors differ by accumulation order only (lowest SQNR "
                          f"{_db(worst.executor.sqnr_db)} dB at {worst.tensor}; `tosa-verify diff` judges compliance)")
+        for label in sorted({k for r in self.rows for k in r.executors}):
+            differ = [r for r in self.rows if label in r.executors and r.executors[label].mismatched]
+            if not differ:
+                lines.append(f"executor: interpreter == {label} on every tensor")
+            else:
+                lines.append(f"executor: interpreter and {label} differ on {len(differ)} tensors, first "
+                             f"{differ[0].tensor} ({differ[0].executors[label].mismatched} elements)")
         return lines
 
     def _rounding_lines(self) -> list[str]:
@@ -492,6 +529,16 @@ def _exec(row: DriftRow) -> str:
     if row.scale is None and row.executor is not None:  # float tensors: how close, in dB
         return f"{_db(row.executor.sqnr_db)}dB"
     return str(row.executor_mismatched)
+
+
+def _exec_other(check: ExecutorCheck | None, scale: float | None) -> str:
+    if check is None:
+        return "-"
+    if check.mismatched == 0:
+        return "="
+    if scale is None and check.stats is not None:
+        return f"{_db(check.stats.sqnr_db)}dB"
+    return str(check.mismatched)
 
 
 def _where(row: DriftRow) -> str:
@@ -851,6 +898,7 @@ def drift(
     rounding_travel: int | None = None,
     tie_window: float = 0.05,
     captured: Mapping[str, np.ndarray] | None = None,
+    executors: Mapping[str, Mapping[str, np.ndarray]] | None = None,
 ) -> DriftReport:
     """Per-layer quantization drift of a lowered model on ``inputs`` (float, as for the model).
 
@@ -860,6 +908,9 @@ def drift(
     alone); ``rounding``: the rounding explainer, re-running downstream for every changed op, or
     only for the ``rounding_travel`` ops with most changed elements. ``captured``: the
     interpreter's tensors of this run, if already computed (reference form is accepted).
+    ``executors``: other executors' captured tensors by label (e.g. ``{"VGF": vgf.capture(...)
+    .tensors}``), each compared with the interpreter per row (:attr:`DriftRow.executors`, a
+    table column and a share of the attribution).
 
     >>> report = drift(lm, example_inputs)     # doctest: +SKIP
     >>> report.output_rows[0].total.sqnr_db    # doctest: +SKIP
@@ -1002,6 +1053,10 @@ def drift(
             _row_metrics(row, ref, env[row.tensor], quantized=quant_gm is not None)
         if ref_values is not None and row.tensor in ref_values and row.tensor in env:
             _executor(row, block, ref_values[row.tensor], env[row.tensor], ref.q if ref else None)
+        for label, values in (executors or {}).items():
+            if row.tensor in values and row.tensor in env:
+                row.executors[label] = ExecutorCheck(*_executor_stats(
+                    block, row.tensor, values[row.tensor], env[row.tensor], ref.q if ref else None))
     _mark_shared_ranges(block, rows, by_name)
 
     # ---- local errors
@@ -1128,23 +1183,27 @@ def _row_metrics(row: DriftRow, ref: _Ref, value: np.ndarray, *, quantized: bool
 
 def _executor(row: DriftRow, block: Block, ref_value: np.ndarray, value: np.ndarray, q: _Q | None) -> None:
     """Interpreter vs reference model on one tensor: differing elements and error statistics."""
-    decl = block.tensors[row.tensor]
-    r_arr = np.asarray(ref_value)
+    row.executor_mismatched, row.executor_max_diff, row.executor = _executor_stats(
+        block, row.tensor, ref_value, value, q)
+
+
+def _executor_stats(block: Block, name: str, other: np.ndarray, value: np.ndarray,
+                    q: _Q | None) -> tuple[int, float, ErrorStats | None]:
+    """Another executor's value vs the interpreter's: (differing elements, max diff, stats)."""
+    decl = block.tensors[name]
+    r_arr = np.asarray(other)
     if r_arr.dtype != value.dtype:
-        r_arr = to_working(r_arr, decl.dtype, what=row.tensor)
+        r_arr = to_working(r_arr, decl.dtype, what=name)
     if r_arr.shape == value.shape and np.array_equal(r_arr, value):
-        row.executor_mismatched, row.executor_max_diff = 0, 0.0
-        return
+        return 0, 0.0, None
     if r_arr.shape != value.shape:
-        row.executor_mismatched, row.executor_max_diff = int(value.size), float("inf")
-        return
+        return int(value.size), float("inf"), None
     diff = np.abs(r_arr.astype(np.float64) - value.astype(np.float64))
-    row.executor_mismatched = int(np.count_nonzero(diff))
-    row.executor_max_diff = float(diff.max())
     if q is not None:
-        row.executor = _stats(q.dequantize(r_arr), q.dequantize(value), q.scale)
+        stats = _stats(q.dequantize(r_arr), q.dequantize(value), q.scale)
     else:
-        row.executor = _stats(r_arr, value, None)
+        stats = _stats(r_arr, value, None)
+    return int(np.count_nonzero(diff)), float(diff.max()), stats
 
 
 def _mark_shared_ranges(block: Block, rows: Sequence[DriftRow], by_name: Mapping[str, DriftRow]) -> None:

@@ -281,6 +281,16 @@ def check_case(case: Case, workdir: Path) -> str:
         return ""  # a REQUIRE failed in the reference: any result conforms
     if ref.status != "VALID":
         return f"{case.name}: reference model status {ref.status} on a positive case: {ref.message}"
+    return judge_outputs(case, ours, ref)
+
+
+def judge_outputs(case: Case, ours: list[np.ndarray], ref: ReferenceResult) -> str:
+    """Judge an executor's outputs of a positive case against the reference model's (precise) run.
+
+    Returns "" when they conform, else a one-line reason. Used for the interpreter here and for
+    VGF in tests/test_vgf_pkg.
+    """
+    graph_file = case.path / case.desc["tosa_file"]
     compliance = case.desc.get("meta", {}).get("compliance", {"tensors": {}})
     paired = _block_scaled_pairs(compliance, case.desc["ofm_name"])
     for name, mine, theirs, bound in zip(case.desc["ofm_name"], ours, ref.outputs, ref.bounds, strict=True):
