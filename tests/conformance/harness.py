@@ -281,13 +281,14 @@ def check_case(case: Case, workdir: Path) -> str:
         return ""  # a REQUIRE failed in the reference: any result conforms
     if ref.status != "VALID":
         return f"{case.name}: reference model status {ref.status} on a positive case: {ref.message}"
-    return judge_outputs(case, ours, ref)
+    return judge_outputs(case, ours, ref, workdir)
 
 
-def judge_outputs(case: Case, ours: list[np.ndarray], ref: ReferenceResult) -> str:
+def judge_outputs(case: Case, ours: list[np.ndarray], ref: ReferenceResult, workdir: Path) -> str:
     """Judge an executor's outputs of a positive case against the reference model's (precise) run.
 
-    Returns "" when they conform, else a one-line reason. Used for the interpreter here and for
+    Returns "" when they conform, else a one-line reason; ``workdir`` holds the reference run's
+    files (block-scaled pairs are verified from them). Used for the interpreter here and for
     VGF in tests/test_vgf_pkg.
     """
     graph_file = case.path / case.desc["tosa_file"]

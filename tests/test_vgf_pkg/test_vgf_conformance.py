@@ -50,7 +50,7 @@ def _check_op_on_vgf(op: str, workdir) -> tuple[int, list[str], list[str]]:
         except TosaError as exc:
             failures.append(f"{case.name}: {type(exc).__name__}: {exc}")
             continue
-        reason = judge_outputs(case, ours, ref)
+        reason = judge_outputs(case, ours, ref, workdir)
         if reason:
             failures.append(reason)
         else:
