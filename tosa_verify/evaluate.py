@@ -578,7 +578,7 @@ def write_eval_html(path: str | os.PathLike, report: EvalReport, *, title: str =
     """
     import html as _html
 
-    from .report import _CSS, _figure, _html_table, _png_tag
+    from .report import _CSS, _figure, _html_table, _png_tag, write_text_atomic
 
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{_html.escape(title)}</title>"
              f"<style>{_CSS}</style></head><body><h1>{_html.escape(title)}</h1>"]
@@ -642,17 +642,11 @@ def write_eval_html(path: str | os.PathLike, report: EvalReport, *, title: str =
                                  [[r.tensor, r.torch_node, r.op, _db(r.mean_db), _db(r.min_db), r.samples]
                                   for r in report.layers], numeric={3, 4, 5}))
     parts.append("</body></html>")
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text("\n".join(parts), encoding="utf-8")
-    os.replace(tmp, out)
-    return out
+    return write_text_atomic(path, "\n".join(parts))
 
 
 def write_eval_json(path: str | os.PathLike, report: EvalReport, extra: dict[str, Any] | None = None) -> Path:
     """Write ``report.to_dict()`` (plus ``extra``) as JSON; return the path."""
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({**(extra or {}), **report.to_dict()}, indent=1, default=str))
-    return out
+    from .report import write_text_atomic
+
+    return write_text_atomic(path, json.dumps({**(extra or {}), **report.to_dict()}, indent=1, default=str))

@@ -521,10 +521,19 @@ def write_html(path: str | os.PathLike, *, drift: DriftReport | None = None, pro
     if drift is not None and drift.notes:
         parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in drift.notes) + "</ul>")
     parts.append("</body></html>")
+    return write_text_atomic(path, "\n".join(parts))
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` to ``path`` (parents created) through a temporary file: all or nothing.
+
+    >>> write_text_atomic("out/report.html", "<html></html>")   # doctest: +SKIP
+    PosixPath('out/report.html')
+    """
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text("\n".join(parts), encoding="utf-8")
+    tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, out)
     return out
 

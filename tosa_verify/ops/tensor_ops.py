@@ -340,18 +340,19 @@ def _patches(xp: np.ndarray, kernel: Sequence[int], stride: Sequence[int], dilat
     return out.reshape(n, *out_spatial, len(taps) * c)
 
 
-def _depthwise_blocked(x: np.ndarray, w: np.ndarray, stride: Sequence[int], dilation: Sequence[int],
-                       pad: Sequence[int], out_hw: Sequence[int], dt: type) -> np.ndarray:
+def _depthwise_blocked(xp: np.ndarray, w: np.ndarray, stride: Sequence[int], dilation: Sequence[int],
+                       out_hw: Sequence[int], dt: type) -> np.ndarray:
     """Integer DEPTHWISE_CONV2D sums ``[N, OH, OW, C, M]`` in ``dt`` (exact, see
-    :func:`_exact_dtype`), block of output rows by block: every tap's multiply and add for a
-    block run while the block is in cache, instead of one pass over the whole output per tap.
+    :func:`_exact_dtype`) of the zero-point-shifted, zero-padded input ``xp`` (padding as zeros
+    is exact for integer sums, see :func:`_zero_padded`), block of output rows by block: every
+    tap's multiply and add for a block run while the block is in cache, instead of one pass over
+    the whole output per tap.
 
     The input is split into ``stride_x`` column phases (contiguous copies), so that each tap
     reads whole output rows as one contiguous run of ``OW * C`` values; multiplied by the tap's
     weights tiled along the row, numpy's inner loops then span a row, not one pixel's C values.
     """
-    xp = _zero_padded(x, pad)
-    n, c = x.shape[0], x.shape[-1]
+    n, c = xp.shape[0], xp.shape[-1]
     kh, kw, _, m = w.shape
     oh, ow = out_hw
     sy, sx = stride
@@ -543,10 +544,15 @@ def depthwise_conv2d(call: OpCall) -> list[np.ndarray]:
     _out_size(call, ow, iw - 1 + pad[2] + pad[3] - (kw - 1) * dilation[1], stride[1], "W")
     bias = _check_bias(call, c * m)
 
-    x, w, dt, bound = _conv_operands(call, in_dt, w_dt, call.inputs[1], kh * kw)
     if not _is_float(in_dt):
-        acc = _depthwise_blocked(x, w, stride, dilation, pad, (oh, ow), dt)
+        x_zp, w_zp = _zero_point(call, 3, in_dt, "input_zp"), _zero_point(call, 4, w_dt, "weight_zp")
+        dt, bound = _exact_dtype(kh * kw, _shifted_max(call.inputs[0], x_zp), _shifted_max(call.inputs[1], w_zp))
+        # the shifted input is written straight into its zero-padded buffer (one pass, no copy)
+        xp = np.zeros((n, ih + pad[0] + pad[1], iw + pad[2] + pad[3], c), dtype=dt)
+        np.subtract(call.inputs[0], dt(x_zp), out=xp[:, pad[0]:pad[0] + ih, pad[2]:pad[2] + iw], dtype=dt)
+        acc = _depthwise_blocked(xp, _shift_to(call.inputs[1], w_zp, dt), stride, dilation, (oh, ow), dt)
         return [_finish_int(acc.reshape(n, oh, ow, c * m), bias, out_dt, bound)]
+    x, w, dt, bound = _conv_operands(call, in_dt, w_dt, call.inputs[1], kh * kw)
     acc = np.zeros((n, oh, ow, c, m), dtype=dt)
     scratch = np.empty(acc.size, dtype=dt)  # one product buffer reused by every tap
 
