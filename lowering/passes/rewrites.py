@@ -17,6 +17,7 @@ import torch
 import torch.fx as fx
 
 from ..graph_utils import Builder, untyped_dtype
+from ..ops.registry import REGISTRY
 
 aten = torch.ops.aten
 
@@ -139,7 +140,5 @@ def copy_variant_base(op):
     if packet is None or op._overloadname not in packet.overloads():
         return None
     base = getattr(packet, op._overloadname)
-    from ..ops import REGISTRY  # the visitors import the passes: resolve at call time
-
     handled = base in REGISTRY or any(base in table for table in REWRITES.values())
     return base if handled else None
