@@ -876,7 +876,8 @@ def drift(
     seconds: dict[str, float] = {}
     tosa = _get(lowered, "tosa")
     if tosa is None:
-        raise ValueError("drift needs a single TOSA graph; this model was split into partitions")
+        raise ValueError("drift needs a single TOSA graph; this model was split into partitions: "
+                         "analyse each of lowered.partition_models()")
     graph = load(tosa)
     block = graph.main
     profile = str(_get(lowered, "profile", "INT") or "INT").upper()
