@@ -61,8 +61,10 @@ def test_a_failing_gate_exits_1(capsys):
 def test_model_file_that_fails_to_import_is_a_one_line_error(tmp_path, capsys):
     bad = tmp_path / "bad_model.py"
     bad.write_text("import torch\nraise RuntimeError('broken on purpose')\n")
-    code, out, err = run_check([f"{bad}:build", "--no-vela"], capsys)
+    report = tmp_path / "sub" / "r.html"
+    code, out, err = run_check([f"{bad}:build", "--no-vela", "--report", str(report)], capsys)
     assert code == 2
+    assert "RuntimeError: broken on purpose" in report.read_text()  # --report always writes a file
     last = err.strip().splitlines()[-1]
     assert last.startswith("tosa-verify check: error: cannot import model")
     assert "RuntimeError: broken on purpose" in last

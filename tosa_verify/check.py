@@ -373,21 +373,29 @@ def check_main(args: argparse.Namespace) -> int:
 
         with torch_threads(getattr(args, "threads", None)):
             state = _run(args, _Progress(stderr))
-    except CheckError as exc:
-        print(f"tosa-verify check: error: {exc}", file=stderr)
-        return EXIT_ERROR
-    except TosaError as exc:
-        print(f"tosa-verify check: error: {exc}", file=stderr)
-        return EXIT_ERROR
+    except (CheckError, TosaError) as exc:
+        return _error_exit(args, str(exc))
     except KeyboardInterrupt:
         print("tosa-verify check: interrupted", file=stderr)
         return EXIT_ERROR
     except Exception as exc:  # noqa: BLE001 - one line, never a traceback
         if os.environ.get("TOSA_VERIFY_DEBUG"):
             raise
-        print(f"tosa-verify check: error: {_one_line(exc)}", file=stderr)
-        return EXIT_ERROR
+        return _error_exit(args, _one_line(exc))
     return EXIT_FAIL if any(not g.passed for g in state.gates) else EXIT_OK
+
+
+def _error_exit(args: argparse.Namespace, message: str) -> int:
+    """Print the one-line error; with ``--report``, write a report that says it (a CI job that
+    publishes the report finds one on every run)."""
+    print(f"tosa-verify check: error: {message}", file=sys.stderr)
+    if getattr(args, "report", None):
+        try:
+            write_html(args.report, gates=[Gate("check ran", False, message)],
+                       title=f"tosa-verify check: {args.model or 'digits_cnn'} ({args.profile}): error")
+        except OSError as exc:
+            print(f"tosa-verify check: error: cannot write {args.report}: {exc}", file=sys.stderr)
+    return EXIT_ERROR
 
 
 def _run(args: argparse.Namespace, progress: _Progress) -> _State:
