@@ -191,3 +191,22 @@ def test_fp_profile_skips_vela_and_passes(capsys):
     code, out, err = run_check(["lowering.zoo:mlp", "--profile", "FP"], capsys)
     assert code == 0 and "RESULT: PASS" in out
     assert "Vela compile ... skipped (Vela compiles INT-profile TOSA only)" in err
+
+
+def test_two_build_factories_get_their_own_golden_cases(tmp_path, capsys):
+    # both files define build(): the default case name is file stem + factory, so they do not collide
+    store = tmp_path / "goldens"
+    for stem, width in (("small", 3), ("wide", 5)):
+        (tmp_path / f"{stem}.py").write_text(
+            "import torch\n"
+            "def build():\n"
+            "    torch.manual_seed(0)\n"
+            f"    return torch.nn.Sequential(torch.nn.Linear(4, {width}), torch.nn.ReLU()).eval(), "
+            "(torch.randn(2, 4),)\n")
+        code, out, _ = run_check([f"{tmp_path / stem}.py:build", "--no-vela", "--golden", str(store),
+                                  "--update-golden"], capsys)
+        assert code == 0 and f"recorded {stem}.build/INT" in out
+    assert sorted(p.parent.relative_to(store).as_posix() for p in store.rglob("manifest.json")) == \
+        ["small.build/INT", "wide.build/INT"]
+    code, out, _ = run_check([f"{tmp_path / 'small'}.py:build", "--no-vela", "--golden", str(store)], capsys)
+    assert code == 0 and "small.build/INT: identical" in out
