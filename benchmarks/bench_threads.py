@@ -68,7 +68,9 @@ def main() -> None:
             for name, k in configs.items():
                 t, used[name] = measure(k)
                 times[name].append(t)
-                print(f"  rep {rep}: {name:<30} {t:6.2f} s (torch threads {used[name]})", flush=True)
+                ratio = t / times["1 thread"][rep]
+                print(f"  rep {rep}: {name:<30} {ratio:5.2f}x the 1-thread run of this rep "
+                      f"(torch threads {used[name]})", flush=True)
         base = statistics.median(times["1 thread"])
         print(f"load average after {os.getloadavg()[0]:.2f}")
         for name, ts in times.items():
