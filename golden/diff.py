@@ -94,9 +94,7 @@ class GoldenDiffReport:
         for c in order:
             lines.append(f"{c.case}: {c.status.upper() if c.failed else c.status}")
             for f in c.findings:
-                where = f" [{f.tensor}" + (f" <- {f.torch_node}" if f.torch_node else "") + (
-                    f" in {f.module_path}" if f.module_path else "") + "]" if f.tensor else ""
-                lines.append(f"  - {f.kind}: {f.message}{where}")
+                lines.append(f"  - {f.kind}: {f.message}{_where(f)}")
             for tool, (a, b) in c.version_changes.items():
                 lines.append(f"  - tool version changed: {tool} {a} -> {b}")
         for case in self.missing_in_new:
@@ -159,7 +157,7 @@ def diff_case(case: str, old: Golden, new: Golden, thresholds: Thresholds) -> Ca
     first_changed = _first_changed_tensor(old, new)
     for name in sorted(set(old.outputs) | set(new.outputs)):
         if name not in old.outputs or name not in new.outputs:
-            result.findings.append(Finding("numerical-regression", f"output {name!r} exists on one side only"))
+            result.findings.append(Finding("numerical-regression", f"output {name} exists on one side only"))
             continue
         result.findings.extend(
             _compare_output(name, old.outputs[name], new.outputs[name], thresholds, first_changed, new))
@@ -167,9 +165,8 @@ def diff_case(case: str, old: Golden, new: Golden, thresholds: Thresholds) -> Ca
     result.findings.extend(_compare_performance(old, new, thresholds))
     for key in ("model_hash", "input_seed"):
         if old.manifest.get(key) != new.manifest.get(key):
-            result.findings.append(
-                Finding("within-tolerance", f"{key} changed: {old.manifest.get(key)!r} -> {new.manifest.get(key)!r}")
-            )
+            changes = "; ".join(_changes(old.manifest.get(key), new.manifest.get(key)))
+            result.findings.append(Finding("within-tolerance", f"{key.replace('_', ' ')} changed: {changes}"))
     if not result.findings and old.stats.keys() != new.stats.keys():
         result.findings.append(Finding("within-tolerance", "the set of recorded tensors changed"))
     return result
@@ -200,6 +197,49 @@ def config_changes(old: Golden, new: Golden) -> list[str]:
             if a.get(k, "-") != b.get(k, "-")]
 
 
+def _where(f: Finding) -> str:
+    """`` [conv2d_1 in features.3.conv]``: the torch node (when it is not the tensor's own name)
+    and module of a finding's tensor."""
+    if not f.tensor:
+        return ""
+    parts = [f"torch node {f.torch_node}"] if f.torch_node and f.torch_node != f.tensor else []
+    if f.module_path:
+        parts.append(f"module {f.module_path}")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def _value(v: object) -> str:
+    if isinstance(v, str) and len(v) > 24 and all(c in "0123456789abcdef:sha" for c in v):
+        return v[-12:]  # a digest: its tail tells two apart
+    return "-" if v is None else str(v)
+
+
+def _changes(a: object, b: object, prefix: str = "") -> list[str]:
+    """Readable differences of two manifest values: ``config.activation_observer histogram ->
+    minmax`` per changed leaf, never a whole dict.
+
+    >>> _changes({"config": {"obs": "minmax", "per_channel": True}}, {"config": {"obs": "histogram", "per_channel": True}})
+    ['config.obs minmax -> histogram']
+    >>> _changes(0, 3, "seed")
+    ['seed 0 -> 3']
+    """
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for k in sorted(set(a) | set(b), key=str):
+            if a.get(k) != b.get(k):
+                out.extend(_changes(a.get(k), b.get(k), f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    return [f"{prefix + ' ' if prefix else ''}{_value(a)} -> {_value(b)}"]
+
+
+def _first_changed_text(first_changed: str, new: Golden) -> str:
+    if not first_changed:
+        return ""
+    if first_changed in new.inputs:
+        return f"; first changed tensor: the graph input {first_changed} (its quantization)"
+    return f"; first changed layer: {first_changed}"
+
+
 def _locate(golden: Golden, tensor: str) -> dict[str, str]:
     """Finding fields naming ``tensor`` and, through its statistics, its torch node and module."""
     s = golden.stats.get(tensor)
@@ -221,16 +261,15 @@ def _first_changed_tensor(old: Golden, new: Golden) -> str:
 def _compare_output(name: str, a: np.ndarray, b: np.ndarray, t: Thresholds, first_changed: str,
                     new: Golden) -> list[Finding]:
     if a.shape != b.shape or a.dtype != b.dtype:
-        return [Finding("numerical-regression", f"output {name!r} changed from {a.dtype}{list(a.shape)} to {b.dtype}{list(b.shape)}")]
+        return [Finding("numerical-regression", f"output {name} changed from {a.dtype}{list(a.shape)} to {b.dtype}{list(b.shape)}")]
     if a.dtype.kind in "biuV":
         av, bv = a.view(np.uint8) if a.dtype.kind == "V" else a, b.view(np.uint8) if b.dtype.kind == "V" else b
         changed = av != bv
         if not changed.any():
             return []
         steps = int(np.max(np.abs(av.astype(np.int64) - bv.astype(np.int64)))) if av.dtype.kind in "iu" else 0
-        msg = f"integer output {name!r} changed in {int(changed.sum())} of {a.size} elements (max {steps} steps)"
-        if first_changed:
-            msg += f"; first changed layer: {first_changed!r}"
+        msg = f"integer output {name} changed in {int(changed.sum())} of {a.size} elements (max {steps} steps)"
+        msg += _first_changed_text(first_changed, new)
         return [Finding("numerical-regression", msg, **_locate(new, first_changed))]
     af, bf = a.astype(np.float64), b.astype(np.float64)
     if np.array_equal(af, bf, equal_nan=True):
@@ -238,10 +277,9 @@ def _compare_output(name: str, a: np.ndarray, b: np.ndarray, t: Thresholds, firs
     close = np.isclose(bf, af, atol=t.float_atol, rtol=t.float_rtol, equal_nan=True)
     worst = float(np.nanmax(np.abs(af - bf)))
     if close.all():
-        return [Finding("within-tolerance", f"float output {name!r} moved by at most {worst:.3g}")]
-    msg = f"float output {name!r} outside atol {t.float_atol}/rtol {t.float_rtol} in {int((~close).sum())} elements (max abs {worst:.3g})"
-    if first_changed:
-        msg += f"; first changed layer: {first_changed!r}"
+        return [Finding("within-tolerance", f"float output {name} moved by at most {worst:.3g}")]
+    msg = f"float output {name} outside atol {t.float_atol}/rtol {t.float_rtol} in {int((~close).sum())} elements (max abs {worst:.3g})"
+    msg += _first_changed_text(first_changed, new)
     return [Finding("numerical-regression", msg, **_locate(new, first_changed))]
 
 

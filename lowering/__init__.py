@@ -8,12 +8,16 @@ Example:
     1
 """
 
-from .api import export_module, lower
-from .errors import LoweringError
-from .lowered import CpuNode, LoweredModel, Partition
-from .qparams import QParams
-from .quantizer import QuantConfig, TosaQuantizer
-from .support import supported_ops
+from . import noise
+
+noise.install()  # before torchao is imported (by .api): its CUDA-only .so lines, see noise.py
+
+from .api import export_module, lower  # noqa: E402
+from .errors import LoweringError  # noqa: E402
+from .lowered import CpuNode, LoweredModel, Partition  # noqa: E402
+from .qparams import QParams  # noqa: E402
+from .quantizer import QuantConfig, TosaQuantizer  # noqa: E402
+from .support import supported_ops  # noqa: E402
 
 #: Every aten overload that lowers (``aten.<name>.<overload>``), in either profile; derived
 #: from the emitter and pass registries by :func:`lowering.support.support_table`.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import operator
 import re
 from collections import Counter
@@ -24,12 +25,14 @@ from .graph_utils import (
     val,
 )
 from .lowered import CpuNode, LoweredModel, Partition
+from .noise import quiet_export
 from .passes.base import PassContext
 from .passes.fold_batch_norm import FoldBatchNorm
 from .passes.functionalize import functionalize
 from .pipeline import run_pipeline
 from .quantizer import QuantConfig, TosaQuantizer
 from .serialize import TORCH_TO_TOSA
+from .threads import torch_threads
 
 SUPPORTED_DTYPES = set(TORCH_TO_TOSA)
 #: ops whose visitors are exact for FP16 tensors (TOSA FP profile): casts and data movement
@@ -119,7 +122,8 @@ def export_module(model, example_inputs) -> fx.GraphModule:
         ['placeholder', 'call_function', 'output']
     """
     try:
-        ep = torch.export.export(model, tuple(example_inputs))
+        with quiet_export():  # a failure is our one LoweringError line, not torch's log dump
+            ep = torch.export.export(model, tuple(example_inputs))
         gm = ep.module(check_guards=False)
     except LoweringError:
         raise
@@ -131,14 +135,29 @@ def export_module(model, example_inputs) -> fx.GraphModule:
     return gm
 
 
+def _entry(fn):
+    """``lower``'s frame: torch threads for the duration (``threads=``), the model named."""
+    @functools.wraps(fn)
+    def wrapper(model, example_inputs, **kwargs):
+        with torch_threads(kwargs.get("threads")):
+            lowered = fn(model, example_inputs, **kwargs)
+        lowered.model_name = lowered.model_name or type(model).__name__
+        return lowered
+
+    return wrapper
+
+
+@_entry
 def lower(model, example_inputs, *, profile: str = "INT", quantization: QuantConfig | None = None,
-          calibration=None) -> LoweredModel:
+          calibration=None, threads: int | None = None) -> LoweredModel:
     """Lower ``model`` to a TOSA 1.0.0 flatbuffer.
 
     ``profile="INT"`` quantizes with :class:`TosaQuantizer` (``quantization`` config,
     ``calibration`` = iterable of input tuples; default: the example inputs) unless
     ``model`` already is a ``convert_pt2e`` graph (e.g. after QAT). ``profile="FP"``
-    keeps float32.
+    keeps float32. ``threads``: torch's intra-op threads while lowering (default: the
+    ``TOSA_VERIFY_THREADS`` environment variable, else half the cores; see
+    :mod:`lowering.threads`), restored afterwards.
 
     Example:
         >>> m = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.ReLU(),

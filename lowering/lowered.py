@@ -37,7 +37,7 @@ class Partition:
     """
 
     name: str
-    tosa: bytes | None
+    tosa: bytes | None = field(repr=False)
     nodes: list[str]
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
@@ -85,6 +85,30 @@ class LoweredModel:
     op_counts: dict[str, int] = field(default_factory=dict)
     pass_log: list[str] = field(default_factory=list)
     graph_module: fx.GraphModule | None = None
+    model_name: str = ""
+
+    def __repr__(self) -> str:
+        """A summary, not the flatbuffer: model, profile, graphs, operators, inputs/outputs.
+
+        Example:
+            >>> import lowering
+            >>> m = torch.nn.Sequential(torch.nn.Linear(4, 2), torch.nn.ReLU()).eval()
+            >>> print(lowering.lower(m, (torch.randn(1, 4),), profile="FP"))
+            LoweredModel(Sequential, FP, 1 TOSA graph, 4 operators (CLAMP 1, CONV2D 1, RESHAPE 2), inputs input_1 FP32, outputs relu)
+        """
+        ops = sum(self.op_counts.values())
+        hist = ", ".join(f"{op} {n}" for op, n in sorted(self.op_counts.items()))
+        dtypes = self.input_dtypes + [""] * (len(self.input_names) - len(self.input_dtypes))
+        ins = ", ".join(f"{n} {d}".strip() for n, d in zip(self.input_names, dtypes, strict=True))
+        outs = ", ".join(self.output_names)
+        if self.tosa is None:
+            where = (f"{len(self.partitions)} TOSA partitions, {len(self.cpu_nodes)} nodes on the CPU "
+                     f"({', '.join(c.node for c in self.cpu_nodes[:5])}"
+                     f"{', ...' if len(self.cpu_nodes) > 5 else ''})")
+        else:
+            where = "1 TOSA graph"
+        io = f", inputs {ins or '-'}, outputs {outs or '-'}" if self.tosa is not None else ""
+        return f"LoweredModel({self.model_name or '?'}, {self.profile}, {where}, {ops} operators ({hist}){io})"
 
     # ------------------------------------------------------------------ run
     def quantize_inputs(self, *inputs) -> list[np.ndarray]:
@@ -137,6 +161,27 @@ class LoweredModel:
                 res.append(t)
         return res
 
+    # ------------------------------------------------------------------ partitions
+    def partition_models(self) -> list[LoweredModel]:
+        """Each TOSA partition of a partly lowered model as a one-graph :class:`LoweredModel`.
+
+        They take the whole model's inputs: :meth:`quantize_inputs` runs the fake-quant (INT) or
+        float (FP) PyTorch model up to the partition and quantizes the values that enter it, so
+        drift analysis and goldens work per partition. A model lowered whole gives ``[self]``.
+
+        Example:
+            >>> import lowering
+            >>> class M(torch.nn.Module):
+            ...     def forward(self, x):
+            ...         return torch.atan2(x + 1, x) * 2   # atan2 stays on the CPU
+            >>> lm = lowering.lower(M(), (torch.randn(2, 3),), profile="FP")
+            >>> [(p.tosa is not None, p.input_names) for p in lm.partition_models()]
+            [(True, ['x']), (True, ['atan2'])]
+        """
+        if self.tosa is not None:
+            return [self]
+        return [_PartitionModel.of(self, p) for p in self.partitions if p.tosa is not None]
+
     # ------------------------------------------------------------------ save
     def save(self, directory) -> Path:
         """Write ``model.tosa`` (or one file per partition), ``provenance.json``,
@@ -174,3 +219,69 @@ class LoweredModel:
         }
         (d / "manifest.json").write_text(json.dumps(manifest, indent=1))
         return d
+
+
+@dataclass(repr=False)
+class _PartitionModel(LoweredModel):
+    """One partition of a partly lowered model; its inputs are the whole model's inputs."""
+
+    whole: LoweredModel | None = None
+    partition: str = ""
+
+    @classmethod
+    def of(cls, whole: LoweredModel, p: Partition) -> _PartitionModel:
+        from tosa_verify.graph import load
+        from tosa_verify.profiles import op_histogram
+
+        block = load(p.tosa).main
+        counts = {op: n for op, n in op_histogram(load(p.tosa)).items() if op not in ("CONST", "CONST_SHAPE")}
+        names = set(block.inputs) | set(block.outputs) | {o for op in block.operators for o in op.outputs}
+        return cls(profile=whole.profile, tosa=p.tosa, partitions=[p], cpu_nodes=[],
+                   provenance={k: v for k, v in whole.provenance.items() if k in names},
+                   quant_params={k: v for k, v in whole.quant_params.items() if k in names},
+                   float_model=whole.float_model, quantized_model=whole.quantized_model,
+                   input_names=list(p.inputs), output_names=list(p.outputs),
+                   input_qparams=list(p.input_qparams), output_qparams=list(p.output_qparams),
+                   input_dtypes=[block.tensors[n].dtype for n in block.inputs],
+                   op_counts=counts, pass_log=whole.pass_log, graph_module=whole.graph_module,
+                   model_name=f"{whole.model_name or '?'}[{p.name}]", whole=whole, partition=p.name)
+
+    @property
+    def nodes_elsewhere(self) -> set[str]:
+        """FX nodes computed outside this partition (CPU nodes, other partitions' nodes)."""
+        whole = self.whole
+        if whole is None:
+            return set()
+        mine = set(self.partitions[0].nodes)
+        other = {str(v.get("fx_node", "")) for v in whole.provenance.values()}
+        return ({c.node for c in whole.cpu_nodes} | other | {n for p in whole.partitions for n in p.nodes}) - mine
+
+    def quantize_inputs(self, *inputs) -> list[np.ndarray]:
+        """The whole model's inputs -> this partition's TOSA inputs (run up to it in PyTorch)."""
+        source = self.quantized_model if self.quantized_model is not None else self.float_model
+        values = _node_values(source, tensor_inputs(inputs)) if source is not None else {}
+        found = []
+        for name in self.input_names:
+            node = str((self.provenance.get(name) or {}).get("fx_node", "")) or name
+            value = values.get(name, values.get(node))
+            if value is None:
+                raise ValueError(f"partition {self.partition}: input {name!r} has no value in the "
+                                 f"PyTorch model")
+            found.append(value)
+        return LoweredModel.quantize_inputs(self, *found)
+
+
+def _node_values(gm: fx.GraphModule, inputs: list) -> dict[str, torch.Tensor]:
+    """Every node's value when ``gm`` runs on ``inputs`` (flat tensors, export order)."""
+    values: dict[str, torch.Tensor] = {}
+
+    class _Capture(fx.Interpreter):
+        def run_node(self, n: fx.Node):
+            out = super().run_node(n)
+            if isinstance(out, torch.Tensor):
+                values[n.name] = out
+            return out
+
+    with torch.no_grad():
+        _Capture(gm).run(*[x if isinstance(x, torch.Tensor) else torch.as_tensor(x) for x in inputs])
+    return values

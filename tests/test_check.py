@@ -10,7 +10,9 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
+import torch
 
 from golden import GoldenStore
 from tosa_verify.check import CheckError, add_check_arguments, check_main, load_model
@@ -60,8 +62,10 @@ def test_a_failing_gate_exits_1(capsys):
 def test_model_file_that_fails_to_import_is_a_one_line_error(tmp_path, capsys):
     bad = tmp_path / "bad_model.py"
     bad.write_text("import torch\nraise RuntimeError('broken on purpose')\n")
-    code, out, err = run_check([f"{bad}:build", "--no-vela"], capsys)
+    report = tmp_path / "sub" / "r.html"
+    code, out, err = run_check([f"{bad}:build", "--no-vela", "--report", str(report)], capsys)
     assert code == 2
+    assert "RuntimeError: broken on purpose" in report.read_text()  # --report always writes a file
     last = err.strip().splitlines()[-1]
     assert last.startswith("tosa-verify check: error: cannot import model")
     assert "RuntimeError: broken on purpose" in last
@@ -80,7 +84,7 @@ def test_factory_in_a_file_with_calibration(tmp_path, capsys):
     )
     code, out, err = run_check([f"{src}:build", "--no-vela"], capsys)
     assert code == 0, err
-    assert "build, " in err  # the factory name labels the run
+    assert "my_model.build, " in err  # the file stem and factory name label the run
 
 
 def test_golden_record_compare_and_missing(tmp_path, capsys):
@@ -146,29 +150,64 @@ PARTLY_SUPPORTED = (
 def test_partly_lowered_model_checks_every_partition(tmp_path, capsys):
     src = tmp_path / "partly.py"
     src.write_text(PARTLY_SUPPORTED)
-    json_path = tmp_path / "p.json"
-    code, out, err = run_check([f"{src}:build", "--json", str(json_path)], capsys)
+    json_path, html_path, store = tmp_path / "p.json", tmp_path / "p.html", tmp_path / "goldens"
+    code, out, err = run_check([f"{src}:build", "--json", str(json_path), "--report", str(html_path),
+                                "--golden", str(store), "--update-golden"], capsys)
     assert code == 1 and "RESULT: FAIL (fully lowered)" in out
     assert "atan2 (aten.atan2.default): operator not supported" in out
-    assert "skipped (drift needs one TOSA graph)" in err
     # the Vela figure is the sum over the partitions, compiled here independently
     import lowering
     from ethosu.compiler import compile_tosa
 
     model, example = load_model(f"{src}:build").module, load_model(f"{src}:build").example_inputs
-    parts = lowering.lower(model, example).partitions
+    lowered = lowering.lower(model, example)
+    parts = lowered.partitions
     assert len(parts) == 2
     cycles = sum(compile_tosa(p.tosa, "ethos-u55-128").cycles for p in parts)
     assert f"{cycles:,} cycles over 2 partitions" in out
     assert "every operator of 2 partitions agrees" in out
+    # drift per partition, on the values PyTorch computes for each partition's inputs: the second
+    # partition's input is atan2's output, quantized as the partition expects it
+    assert "[4/7] drift vs float (2 partitions)" in err and "== partition tosa_1 (conv2d_1) ==" in out
+    with torch.no_grad():
+        fq = lowered.quantized_model(*example)
     data = json.loads(json_path.read_text())
+    second = data["partitions"][1]["drift"]
+    out_row = next(r for r in second["rows"] if r["tensor"] == second["outputs"][0])
+    tosa_out = lowered.partition_models()[1].run(*example)[0]
+    assert np.allclose(tosa_out.numpy(), fq.numpy(), atol=3 * float(lowered.partitions[1].output_qparams[0].s))
+    assert out_row["total"]["sqnr_db"] > 20
     assert data["passed"] is False and [c["node"] for c in data["cpu_nodes"]] == ["atan2"]
-
-    code, out, _ = run_check([f"{src}:build", "--no-vela", "--allow-cpu"], capsys)
-    assert code == 0 and "RESULT: PASS" in out
+    # the report is written, with one section per partition and the CPU nodes
+    page = html_path.read_text()
+    assert "Nodes left on the CPU (1)" in page and "aten.atan2.default" in page
+    assert page.count("TOSA partition tosa_") == 2 and page.count("Per-layer SQNR along the network") == 2
+    assert sorted(p.relative_to(store).parent.as_posix() for p in store.rglob("manifest.json")) == \
+        ["partly.build/INT/tosa_0", "partly.build/INT/tosa_1"]
+    code, out, _ = run_check([f"{src}:build", "--no-vela", "--golden", str(store), "--allow-cpu"], capsys)
+    assert code == 0 and "partly.build/INT/tosa_1: identical" in out and "RESULT: PASS" in out
 
 
 def test_fp_profile_skips_vela_and_passes(capsys):
     code, out, err = run_check(["lowering.zoo:mlp", "--profile", "FP"], capsys)
     assert code == 0 and "RESULT: PASS" in out
     assert "Vela compile ... skipped (Vela compiles INT-profile TOSA only)" in err
+
+
+def test_two_build_factories_get_their_own_golden_cases(tmp_path, capsys):
+    # both files define build(): the default case name is file stem + factory, so they do not collide
+    store = tmp_path / "goldens"
+    for stem, width in (("small", 3), ("wide", 5)):
+        (tmp_path / f"{stem}.py").write_text(
+            "import torch\n"
+            "def build():\n"
+            "    torch.manual_seed(0)\n"
+            f"    return torch.nn.Sequential(torch.nn.Linear(4, {width}), torch.nn.ReLU()).eval(), "
+            "(torch.randn(2, 4),)\n")
+        code, out, _ = run_check([f"{tmp_path / stem}.py:build", "--no-vela", "--golden", str(store),
+                                  "--update-golden"], capsys)
+        assert code == 0 and f"recorded {stem}.build/INT" in out
+    assert sorted(p.parent.relative_to(store).as_posix() for p in store.rglob("manifest.json")) == \
+        ["small.build/INT", "wide.build/INT"]
+    code, out, _ = run_check([f"{tmp_path / 'small'}.py:build", "--no-vela", "--golden", str(store)], capsys)
+    assert code == 0 and "small.build/INT: identical" in out

@@ -14,7 +14,6 @@ import torch
 
 import lowering
 import tosa_verify
-from lowering import zoo
 from tosa_verify.drift import DriftReport, DriftRow, ErrorStats
 from tosa_verify.writer import to_flatbuffer
 
@@ -43,9 +42,9 @@ def conv_fc():
 
 
 @pytest.fixture(scope="module")
-def mlp():
-    model, example, calib = zoo.mlp()
-    return model, example, lowering.lower(model, example, calibration=calib)
+def mlp(zoo_lowered):
+    model, example, _, lowered = zoo_lowered("mlp")
+    return model, example, lowered
 
 
 def _sqnr(ref: np.ndarray, test: np.ndarray) -> float:

@@ -94,6 +94,7 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", choices=("INT", "FP"), default="INT", type=str.upper,
                         help="TOSA profile to lower to (default INT: int8 PT2E quantization)")
     add_quantization_arguments(parser)
+    add_threads_argument(parser)
     parser.add_argument("--target", action="append", default=None, metavar="TARGET",
                         help=f"Ethos-U target for Vela, repeatable (default {DEFAULT_TARGET}), or vgf: "
                              "compile to VGF and run it on a Vulkan device (INT and FP), gated on "
@@ -106,7 +107,8 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--update-golden", action="store_true",
                         help="record (or replace) the golden in --golden instead of comparing")
     parser.add_argument("--case", metavar="NAME",
-                        help="golden case name (default: the factory name); stored as NAME/PROFILE")
+                        help="golden case name (default: the model file's stem and the factory, "
+                             "e.g. my_model.build; a built-in model's name); stored as NAME/PROFILE")
     parser.add_argument("--seed", type=int, default=0, help="seed of the golden's inputs (default 0)")
     parser.add_argument("--report", metavar="PATH.html", help="write the HTML report here")
     parser.add_argument("--json", metavar="PATH.json", help="write the machine-readable results here")
@@ -138,6 +140,44 @@ def add_quantization_arguments(parser: argparse.ArgumentParser) -> None:
                              "range, default) or minmax (observed extremes, never clips)")
     parser.add_argument("--per-tensor-weights", action="store_true",
                         help="INT profile: one weight scale per tensor instead of per output channel")
+
+
+def add_threads_argument(parser: argparse.ArgumentParser) -> None:
+    """``--threads N``: torch's intra-op threads (shared by ``check`` and ``lower``).
+
+    >>> p = argparse.ArgumentParser(); add_threads_argument(p)
+    >>> p.parse_args(["--threads", "2"]).threads
+    2
+    """
+    parser.add_argument("--threads", type=_positive_int, default=None, metavar="N",
+                        help="torch intra-op threads while lowering and analysing (default: "
+                             "$TOSA_VERIFY_THREADS, else half the cores; 1 on a 2-core machine, "
+                             "where a second thread collapses under load)")
+
+
+def _positive_int(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"not a positive integer: {text!r}")
+    return int(text)
+
+
+def lowered_operator_text(lowered: Any) -> str:
+    """``"12 TOSA operators (+30 CONST/CONST_SHAPE)"`` over every TOSA graph of a lowered model:
+    the counts ``tosa-verify info`` prints for the same graphs.
+
+    >>> import lowering
+    >>> from lowering import zoo
+    >>> lowered_operator_text(lowering.lower(*zoo.mlp()[:2]))   # doctest: +SKIP
+    '12 TOSA operators (+30 CONST/CONST_SHAPE)'
+    """
+    from collections import Counter
+
+    from .graph import load
+    from .profiles import op_histogram, operator_count_text
+
+    graphs = [lowered.tosa] if lowered.tosa is not None else [p.tosa for p in lowered.partitions]
+    return operator_count_text(sum((op_histogram(load(g)) for g in graphs if g is not None), Counter()),
+                               "TOSA operators")
 
 
 def quant_config_from_args(args: argparse.Namespace):
@@ -223,7 +263,25 @@ def load_model(spec: str | None) -> LoadedModel:
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise CheckError(f"cannot import model {spec!r}: {where} has no callable {attr!r}")
-    return _call_factory(factory, attr, spec)
+    return _call_factory(factory, model_name(spec), spec)
+
+
+def model_name(spec: str) -> str:
+    """The name of a model spec in reports and its default golden case: the file stem (or the
+    module's last component) and the factory, so two files' ``build()`` factories do not collide;
+    a built-in model keeps its zoo name.
+
+    >>> model_name("models/resnet_small.py:build"), model_name("acme.vision.models:build")
+    ('resnet_small.build', 'models.build')
+    >>> model_name("lowering.zoo:mlp")
+    'mlp'
+    """
+    where, _, attr = spec.rpartition(":")
+    if where == "lowering.zoo":
+        return attr
+    stem = Path(where).stem if where.endswith(".py") or "/" in where or os.sep in where \
+        else where.rsplit(".", 1)[-1]
+    return f"{stem}.{attr}"
 
 
 def _call_factory(factory: Callable[..., Any], name: str, spec: str) -> LoadedModel:
@@ -331,6 +389,7 @@ class _State:
     vgf: list[Any] = field(default_factory=list)
     golden_note: str = ""
     gates: list[Gate] = field(default_factory=list)
+    parts: list[Any] = field(default_factory=list)
 
 
 def check_main(args: argparse.Namespace) -> int:
@@ -341,22 +400,33 @@ def check_main(args: argparse.Namespace) -> int:
     """
     stderr = sys.stderr
     try:
-        state = _run(args, _Progress(stderr))
-    except CheckError as exc:
-        print(f"tosa-verify check: error: {exc}", file=stderr)
-        return EXIT_ERROR
-    except TosaError as exc:
-        print(f"tosa-verify check: error: {exc}", file=stderr)
-        return EXIT_ERROR
+        from lowering.threads import torch_threads
+
+        with torch_threads(getattr(args, "threads", None)):
+            state = _run(args, _Progress(stderr))
+    except (CheckError, TosaError) as exc:
+        return _error_exit(args, str(exc))
     except KeyboardInterrupt:
         print("tosa-verify check: interrupted", file=stderr)
         return EXIT_ERROR
     except Exception as exc:  # noqa: BLE001 - one line, never a traceback
         if os.environ.get("TOSA_VERIFY_DEBUG"):
             raise
-        print(f"tosa-verify check: error: {_one_line(exc)}", file=stderr)
-        return EXIT_ERROR
+        return _error_exit(args, _one_line(exc))
     return EXIT_FAIL if any(not g.passed for g in state.gates) else EXIT_OK
+
+
+def _error_exit(args: argparse.Namespace, message: str) -> int:
+    """Print the one-line error; with ``--report``, write a report that says it (a CI job that
+    publishes the report finds one on every run)."""
+    print(f"tosa-verify check: error: {message}", file=sys.stderr)
+    if getattr(args, "report", None):
+        try:
+            write_html(args.report, gates=[Gate("check ran", False, message)],
+                       title=f"tosa-verify check: {args.model or 'digits_cnn'} ({args.profile}): error")
+        except OSError as exc:
+            print(f"tosa-verify check: error: cannot write {args.report}: {exc}", file=sys.stderr)
+    return EXIT_ERROR
 
 
 def _run(args: argparse.Namespace, progress: _Progress) -> _State:
@@ -388,11 +458,10 @@ def _run(args: argparse.Namespace, progress: _Progress) -> _State:
         try:
             st.lowered = lowering.lower(st.model.module, st.model.example_inputs, profile=args.profile,
                                         quantization=quant_config_from_args(args),
-                                        calibration=st.model.calibration)
+                                        calibration=st.model.calibration, threads=args.threads)
         except lowering.LoweringError as exc:
             raise CheckError(f"lowering failed: {exc}") from None
-        ops = sum(getattr(st.lowered, "op_counts", {}).values())
-        info["note"] = f"{st.model.name}, {ops} TOSA operators"
+        info["note"] = f"{st.model.name}, {lowered_operator_text(st.lowered)}"
     if st.lowered.tosa is None:
         return _check_partitions(st, args, progress, targets, use_vgf)
     st.gates.append(Gate("fully lowered", True, "one TOSA graph"))
@@ -455,8 +524,9 @@ def _run(args: argparse.Namespace, progress: _Progress) -> _State:
     return st
 
 
-def _drift_gates(st: _State, args: argparse.Namespace) -> None:
-    outs = st.drift.output_rows
+def _drift_gates(st: _State, args: argparse.Namespace, outs: Sequence[Any] | None = None) -> None:
+    """The min-sqnr and max-lsb gates over ``outs`` (default: the graph's output rows)."""
+    outs = st.drift.output_rows if outs is None else outs
     if args.min_sqnr is not None:
         vals = [(r.tensor, r.total.sqnr_db) for r in outs if r.total]
         bad = [(n, v) for n, v in vals if not v >= args.min_sqnr]
@@ -471,90 +541,157 @@ def _drift_gates(st: _State, args: argparse.Namespace) -> None:
 
 
 def _golden(st: _State, args: argparse.Namespace, info: dict[str, str]) -> None:
+    gate, st.golden_report, info["note"] = _golden_case(args, f"{args.case or st.model.name}/{args.profile}",
+                                                        st.lowered, st.programs, st.model)
+    st.gates.append(gate)
+
+
+def _golden_case(args: argparse.Namespace, case: str, lowered: Any, programs: Sequence[Any],
+                 model: LoadedModel) -> tuple[Gate, Any, str]:
+    """Record or compare the golden ``case`` of one TOSA graph: (gate, diff report, step note).
+
+    A missing golden fails the gate and says how to record it: a first run records only when
+    asked (``--update-golden``), so a typo in ``--golden`` or ``--case`` cannot pass silently.
+    """
     from golden import GoldenMissingError, GoldenStore, Thresholds
     from golden import diff as golden_diff
     from golden.record import record_lowered, seeded_inputs
     from golden.store import GoldenError
 
-    case = f"{args.case or st.model.name}/{args.profile}"
     store = GoldenStore(args.golden)
     try:
         seen = store.version(case)  # a writer that replaces it meanwhile makes our update fail, not win
     except GoldenError as exc:
         raise CheckError(str(exc)) from None
-    new = record_lowered(st.lowered, seeded_inputs(st.model.example_inputs, args.seed), programs=st.programs,
-                         model=st.model.module, seed=args.seed, quantization=quant_config_from_args(args))
+    new = record_lowered(lowered, seeded_inputs(model.example_inputs, args.seed), programs=programs,
+                         model=model.module, seed=args.seed, quantization=quant_config_from_args(args))
     try:
         if args.update_golden:
             path = store.write(case, new, update=True, expected=seen)
-            st.gates.append(Gate("golden", True, f"recorded {case} in {path}"))
-            info["note"] = f"recorded {case}"
-            return
+            return Gate("golden", True, f"recorded {case} in {path}"), None, f"recorded {case}"
         old = store.read(case)
     except GoldenMissingError:
-        st.gates.append(Gate("golden", False, f"no golden recorded for {case!r} in {store.root}; "
-                                              "run with --update-golden to record it"))
-        info["note"] = "missing"
-        return
+        return (Gate("golden", False, f"no golden recorded for {case!r} in {store.root}; record it "
+                                      "first: run again with --update-golden"), None,
+                "missing: record it with --update-golden")
     except GoldenError as exc:
         raise CheckError(str(exc)) from None
     pct = 5.0 if args.max_cycles_increase is None else args.max_cycles_increase
     report = golden_diff(old, new, Thresholds(max_cycles_increase=pct / 100.0), case=case)
-    st.golden_report = report
     status = report.cases[0].status if report.cases else "identical"
-    st.gates.append(Gate("golden", not report.failed, f"{case}: {status}"))
-    info["note"] = status
+    return Gate("golden", not report.failed, f"{case}: {status}"), report, status
+
+
+@dataclass
+class _Part:
+    """One TOSA partition of a partly lowered model and what the check found for it."""
+
+    name: str
+    lowered: Any
+    inputs: list[Any]
+    real_inputs: bool
+    captured: dict[str, Any] = field(default_factory=dict)
+    diff: Any = None
+    drift: Any = None
+    programs: list[Any] = field(default_factory=list)
+    golden_report: Any = None
 
 
 def _check_partitions(st: _State, args: argparse.Namespace, progress: _Progress,
                       targets: Sequence[str], use_vgf: bool = False) -> _State:
-    """A model split around CPU nodes: each TOSA partition is validated, cross-checked with the
-    reference model op by op on seeded random inputs and compiled; drift and goldens need one
-    graph and are skipped. The "fully lowered" gate fails unless ``--allow-cpu``."""
+    """A model split around CPU nodes: every step runs per TOSA partition.
+
+    Each partition takes the values PyTorch computes for its inputs from the example inputs
+    (``LoweredModel.partition_models``; seeded random inputs if that fails), is validated,
+    cross-checked op by op, analysed for drift, run on VGF (``use_vgf``), compiled, and has its
+    own golden case ``NAME/PROFILE/tosa_N``; the report has a section per partition and the CPU
+    nodes. The "fully lowered" gate fails unless ``--allow-cpu``.
+    """
     import tosa_verify
     from tosa_verify.diff import random_inputs
 
-    parts, cpu = st.lowered.partitions, st.lowered.cpu_nodes
+    cpu = st.lowered.cpu_nodes
     first = f"; first: {cpu[0].node} ({cpu[0].target}): {cpu[0].reason}" if cpu else ""
+    parts: list[_Part] = []
+    for pm in st.lowered.partition_models():
+        try:
+            parts.append(_Part(pm.partition, pm, list(pm.quantize_inputs(*st.model.example_inputs)), True))
+        except Exception:  # noqa: BLE001 - the partition is still checked, on random inputs
+            parts.append(_Part(pm.partition, pm, random_inputs(pm.tosa, args.seed), False))
+    st.parts = parts
     st.gates.append(Gate("fully lowered", bool(args.allow_cpu),
                          f"{len(parts)} TOSA partition(s), {len(cpu)} node(s) left on the CPU{first}"))
-    inputs = {p.name: random_inputs(p.tosa, args.seed) for p in parts}
     with progress.step(2, STEPS[1] + f" ({len(parts)} partitions)"), _quiet():
         for p in parts:
-            tosa_verify.run(p.tosa, inputs[p.name])
+            p.captured = tosa_verify.run(p.lowered.tosa, p.inputs, capture=True).tensors
     with progress.step(3, STEPS[2]) as info:
         diverging = []
         for p in parts:
-            report = tosa_verify.diff(p.tosa, inputs[p.name])
-            if not report.ok:
-                at = report.first_divergence
-                diverging.append(f"{p.name}: " + (report.error or (f"operator {at.index} {at.op}" if at else "mismatch")))
+            p.diff = tosa_verify.diff(p.lowered.tosa, p.inputs)
+            if not p.diff.ok:
+                at = p.diff.first_divergence
+                diverging.append(f"{p.name}: " + (p.diff.error or (f"operator {at.index} {at.op}" if at else "mismatch")))
+        random = [p.name for p in parts if not p.real_inputs]
+        on = f" (random inputs, seed {args.seed}: {', '.join(random)})" if random else ""
         st.gates.append(Gate("interpreter == reference model", not diverging,
-                             "; ".join(diverging) or f"every operator of {len(parts)} partitions agrees "
-                                                     f"(random inputs, seed {args.seed})"))
+                             "; ".join(diverging) or f"every operator of {len(parts)} partitions agrees{on}"))
         info["note"] = "agree" if not diverging else "DIVERGE"
     if use_vgf:
-        _vgf_step(st, progress, [p.tosa for p in parts], [inputs[p.name] for p in parts])
-    progress.skip(4, STEPS[3], "drift needs one TOSA graph")
-    _vela_step(st, progress, args, targets, [p.tosa for p in parts], partitions=True)
-    progress.skip(6, STEPS[5], "goldens need one TOSA graph")
+        _vgf_step(st, progress, [p.lowered.tosa for p in parts], [p.inputs for p in parts])
+    measured = [p for p in parts if p.real_inputs]
+    if measured:
+        with progress.step(4, STEPS[3] + f" ({len(measured)} partitions)") as info, _quiet():
+            travel = None if args.rounding_travel is not None and args.rounding_travel < 0 else args.rounding_travel
+            for p in measured:
+                p.drift = tosa_verify.drift(p.lowered, st.model.example_inputs,
+                                            reference=p.diff.expected if p.diff.expected else True,
+                                            captured=p.captured, rounding_travel=travel)
+            info["note"] = ", ".join(
+                f"{p.name} output SQNR {min((r.total.sqnr_db for r in p.drift.output_rows if r.total), default=float('nan')):.1f} dB"
+                for p in measured)
+        _drift_gates(st, args, [r for p in measured for r in p.drift.output_rows])
+    else:
+        progress.skip(4, STEPS[3], "no partition's inputs could be computed in PyTorch")
+    _vela_step(st, progress, args, targets, [p.lowered.tosa for p in parts], partitions=True,
+               keep=[p.programs for p in parts])
+    if args.golden:
+        with progress.step(6, STEPS[5] + f" ({len(measured)} partitions)") as info, _quiet():
+            notes = []
+            for p in measured:
+                gate, p.golden_report, note = _golden_case(
+                    args, f"{args.case or st.model.name}/{args.profile}/{p.name}", p.lowered, p.programs, st.model)
+                st.gates.append(Gate(f"golden {p.name}", gate.passed, gate.detail))
+                notes.append(f"{p.name}: {note}")
+            info["note"] = ", ".join(notes)
+    else:
+        progress.skip(6, STEPS[5], "no --golden")
     with progress.step(7, STEPS[6]) as info:
-        if args.json:
-            _write_json(args.json, st, _meta(st, args, progress))
-            info["note"] = f"wrote {args.json}"
+        meta = _meta(st, args, progress)
         if args.report:
-            info["note"] = "no HTML report: it needs one TOSA graph"
-    lines = ["nodes left on the CPU:"] + [f"  {c.node} ({c.target}): {c.reason}" for c in cpu]
+            path = write_html(args.report, gates=st.gates, meta=meta, cpu_nodes=cpu,
+                              partitions=[(f"{p.name}: {', '.join(p.lowered.partitions[0].nodes)}", p.drift,
+                                           p.programs, p.diff, p.golden_report) for p in parts],
+                              title=f"tosa-verify check: {st.model.name} ({args.profile}, "
+                                    f"{len(parts)} TOSA partitions)")
+            info["note"] = f"wrote {path}"
+        if args.json:
+            _write_json(args.json, st, meta)
+    lines = []
+    for p in parts:
+        lines.append(f"== partition {p.name} ({', '.join(p.lowered.partitions[0].nodes)}) ==")
+        lines.append(format_summary(p.drift, programs=p.programs, diff=p.diff, golden=p.golden_report))
+        lines.append("")
+    lines += ["nodes left on the CPU:"] + [f"  {c.node} ({c.target}): {c.reason}" for c in cpu]
     print("\n".join(lines) + "\n" + format_summary(gates=st.gates))
     return st
 
 
 def _vela_step(st: _State, progress: _Progress, args: argparse.Namespace, targets: Sequence[str],
-               graphs: Sequence[bytes], *, partitions: bool) -> None:
+               graphs: Sequence[bytes], *, partitions: bool, keep: Sequence[list[Any]] = ()) -> None:
     """Step 5: compile every graph for every target, one gate per target with the cycles summed.
 
     Vela runs in a child process: a Vela crash must not end check. The programs of a model
-    lowered whole are kept for the report (per-layer cycles); of partitions only the sum is.
+    lowered whole go to ``st.programs``; of partitions, to ``keep[i]`` for graph ``i``.
     """
     if not targets:
         progress.skip(5, STEPS[4], _no_vela_reason(args))
@@ -575,6 +712,8 @@ def _vela_step(st: _State, progress: _Progress, args: argparse.Namespace, target
             notes.append(f"{t}: {cycles:,} cycles")
             if not partitions:
                 st.programs.extend(programs)
+            for kept, program in zip(keep, programs, strict=False):
+                kept.append(program)
         info["note"] = ", ".join(notes)
 
 
@@ -640,6 +779,12 @@ def _write_json(path: str, st: _State, meta: dict[str, Any]) -> None:
         "golden": json.loads(st.golden_report.to_json()) if st.golden_report is not None else None,
         "cpu_nodes": [{"node": c.node, "target": c.target, "reason": c.reason}
                       for c in (getattr(st.lowered, "cpu_nodes", None) or [])],
+        "partitions": [{"name": p.name, "nodes": p.lowered.partitions[0].nodes, "real_inputs": p.real_inputs,
+                        "diff_ok": p.diff.ok if p.diff is not None else None,
+                        "drift": p.drift.to_dict() if p.drift is not None else None,
+                        "vela": {v.target: v.to_dict(layers=False) for v in p.programs},
+                        "golden": json.loads(p.golden_report.to_json()) if p.golden_report is not None else None}
+                       for p in st.parts],
     }
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -97,7 +97,7 @@ def _run_outputs(args: argparse.Namespace, graph, inputs: list, state: dict | No
 
 def _cmd_info(args: argparse.Namespace) -> int:
     from .graph import load
-    from .profiles import op_histogram, profiles_and_extensions
+    from .profiles import op_histogram, operator_count_text, profiles_and_extensions
 
     graph = load(args.graph)
     profiles, extensions = profiles_and_extensions(graph)
@@ -116,7 +116,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
         t = block.tensors[name]
         print(f"  {name:<40} {t.dtype:<8} {list(t.shape)}")
     hist = op_histogram(graph)
-    print(f"operators:   {sum(hist.values())}")
+    print(f"operators:   {operator_count_text(hist)}")
     for op, count in hist.most_common():
         print(f"  {op:<24} {count}")
     return EXIT_OK
@@ -124,17 +124,21 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 def _cmd_lower(args: argparse.Namespace) -> int:
     # check.py is the one tosa_verify module allowed to reach into lowering (the CLI join point).
-    from .check import _quiet, load_model, quant_config_from_args
+    from .check import _quiet, load_model, lowered_operator_text, quant_config_from_args
 
     with _quiet(stderr=True):  # torch's warnings and dumps are not ours to print; our error line is
         model = load_model(args.model)
         import lowering
 
-        lowered = lowering.lower(model.module.eval(), model.example_inputs, profile=args.profile,
-                                 quantization=quant_config_from_args(args), calibration=model.calibration)
+        try:
+            lowered = lowering.lower(model.module.eval(), model.example_inputs, profile=args.profile,
+                                     quantization=quant_config_from_args(args),
+                                     calibration=model.calibration, threads=args.threads)
+        except lowering.LoweringError as exc:
+            raise TosaError(f"lowering failed: {exc}") from None
     out = lowered.save(args.output_dir)
     graphs = sorted(p.name for p in out.glob("*.tosa"))
-    print(f"{model.name}: {args.profile}, {sum(lowered.op_counts.values())} TOSA operators, "
+    print(f"{model.name}: {args.profile}, {lowered_operator_text(lowered)}, "
           f"{len(lowered.cpu_nodes)} nodes left on the CPU -> {out} ({', '.join(graphs)})")
     for node in lowered.cpu_nodes:
         print(f"  on CPU: {node.node} ({node.target}): {node.reason}")
@@ -230,7 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
     extend_compile_parser(add_compile_parser(sub))
     add_support_parser(sub)
 
-    from .check import add_quantization_arguments
+    from .check import add_quantization_arguments, add_threads_argument
 
     p = sub.add_parser("lower", help="lower a PyTorch model to TOSA and save it",
                        description="Quantize (INT) and lower MODEL (path/file.py:factory or package.module:factory "
@@ -241,6 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", choices=("INT", "FP"), default="INT", type=str.upper)
     add_quantization_arguments(p)
     p.add_argument("--output-dir", "-o", default="lowered", metavar="DIR")
+    add_threads_argument(p)
     p.set_defaults(func=_cmd_lower)
 
     p = sub.add_parser("golden", help="compare two golden directories",

@@ -106,3 +106,21 @@ def op_histogram(graph: Graph) -> Counter:
         for block in region.blocks:
             counts.update(op.op for op in block.operators)
     return counts
+
+
+#: operators that only declare data (no computation); counted apart so every verb's operator
+#: count is the same number (``lower``, ``info``, ``check``, the diff's "N operators agree")
+CONSTANT_OPS = frozenset({"CONST", "CONST_SHAPE"})
+
+
+def operator_count_text(hist: Counter, noun: str = "") -> str:
+    """``"12 (+30 CONST/CONST_SHAPE)"``: operators that compute, then the constant declarations.
+
+    >>> operator_count_text(Counter({"CONV2D": 3, "RESCALE": 9, "CONST": 24, "CONST_SHAPE": 6}))
+    '12 (+30 CONST/CONST_SHAPE)'
+    >>> operator_count_text(Counter({"ADD": 1, "CONST": 1}), "TOSA operators")
+    '1 TOSA operators (+1 CONST/CONST_SHAPE)'
+    """
+    consts = sum(n for op, n in hist.items() if op in CONSTANT_OPS)
+    head = f"{sum(hist.values()) - consts}" + (f" {noun}" if noun else "")
+    return f"{head} (+{consts} CONST/CONST_SHAPE)" if consts else head

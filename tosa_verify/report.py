@@ -34,6 +34,7 @@ __all__ = [
     "figure_png",
     "format_summary",
     "layer_summaries",
+    "rounding_lines",
     "sqnr_figure",
     "write_html",
 ]
@@ -184,18 +185,7 @@ def format_summary(drift: DriftReport | None = None, *, programs: Sequence[Any] 
             lines.append("* clipped to the range of the activation that follows (fused): expected to be low")
         lines.append("")
         lines.extend(drift._summary_lines())
-        changed = [r for r in drift.rounding if r.changed]
-        if drift.rounding:
-            worst = max(drift.rounding, key=lambda r: r.output_changed)
-            line = (f"rounding: {len(changed)} of {len(drift.rounding)} RESCALE/TABLE ops change elements "
-                    f"under the other rounding")
-            if worst.output_changed:
-                line += f"; most travelling: {worst.tensor} -> {worst.output_changed} output elements"
-            lines.append(line)
-        if drift.all_flipped:
-            a = drift.all_flipped
-            lines.append(f"rounding: all {a['ops']} RESCALEs flipped -> outputs change in {a['output_changed']} "
-                         f"elements (max {a['output_max_change']} steps)")
+        lines.extend(rounding_lines(drift))
     if diff is not None:
         first = getattr(diff, "first_divergence", None)
         if getattr(diff, "ok", False):
@@ -219,6 +209,35 @@ def format_summary(drift: DriftReport | None = None, *, programs: Sequence[Any] 
         failed = [g.name for g in gates if not g.passed]
         lines.append("RESULT: " + ("FAIL (" + ", ".join(failed) + ")" if failed else "PASS"))
     return "\n".join(lines)
+
+
+def rounding_lines(drift: DriftReport) -> list[str]:
+    """The rounding explainer in two lines, every count named by its op kind.
+
+    The explainer looks at RESCALEs (single vs double rounding) and TABLEs (near-ties); the
+    "all flipped" run flips the RESCALEs only, so both lines say which ops they count.
+
+    >>> rounding_lines(report)   # doctest: +SKIP
+    ['rounding: 1 of 4 ops (2 RESCALE, 2 TABLE) change elements under the other rounding', ...]
+    """
+    if not drift.rounding:
+        return []
+    kinds = {op: sum(r.op == op for r in drift.rounding) for op in sorted({r.op for r in drift.rounding})}
+    changed = [r for r in drift.rounding if r.changed]
+    worst = max(drift.rounding, key=lambda r: r.output_changed)
+    line = (f"rounding: {len(changed)} of {len(drift.rounding)} ops "
+            f"({', '.join(f'{n} {op}' for op, n in kinds.items())}) change elements under the other rounding")
+    if worst.output_changed:
+        line += f"; most travelling: {worst.tensor} -> {worst.output_changed} output elements"
+    lines = [line]
+    if drift.all_flipped:
+        a, n = drift.all_flipped, kinds.get("RESCALE", 0)
+        plural = "s" if n != 1 else ""
+        which = f"all {n} RESCALE{plural}" if a["ops"] == n else f"{a['ops']} of the {n} RESCALE{plural}"
+        kept = ", TABLEs kept" if "TABLE" in kinds else ""
+        lines.append(f"rounding: {which} flipped together{kept} -> outputs change in "
+                     f"{a['output_changed']} elements (max {a['output_max_change']} steps)")
+    return lines
 
 
 # --------------------------------------------------------------------------- figures
@@ -246,12 +265,17 @@ def figure_png(fig: Any) -> bytes:
 
 
 def _xticks(ax: Any, labels: Sequence[str]) -> None:
+    """Every layer gets its label (a reader looks for a layer by name); the font shrinks with
+    the number of layers and the figure widens (:func:`_layers_width`)."""
     n = len(labels)
-    step = max(1, math.ceil(n / 60))
-    ticks = list(range(0, n, step))
-    ax.set_xticks(ticks)
-    ax.set_xticklabels([labels[i] for i in ticks], rotation=90, fontsize=7 if n > 25 else 8)
+    ax.set_xticks(list(range(n)))
+    ax.set_xticklabels(list(labels), rotation=90, fontsize=8 if n <= 25 else 7 if n <= 60 else 5.5)
     ax.set_xlim(-0.7, n - 0.3)
+
+
+def _layers_width(n: int) -> float:
+    """Figure width (inches) for ``n`` labelled layers: at least ~9 px per label at 110 dpi."""
+    return min(26.0, 5.0 + 0.13 * n)
 
 
 def _plot_db(ax: Any, xs: Sequence[int], ys: Sequence[float | None], top: float, **kw: Any) -> None:
@@ -277,7 +301,7 @@ def sqnr_figure(drift: DriftReport) -> Any:
     """
     layers = [s for s in layer_summaries(drift) if s.node and (s.sqnr_db is not None or s.local_sqnr_db is not None)]
     n = len(layers)
-    fig = _figure(min(18.0, 5.0 + 0.13 * n), 4.6)
+    fig = _figure(_layers_width(n), 4.6)
     ax = fig.add_subplot(1, 1, 1)
     xs = list(range(n))
     total = [s.sqnr_db for s in layers]
@@ -285,12 +309,16 @@ def sqnr_figure(drift: DriftReport) -> Any:
     quant = [s.quant_sqnr_db for s in layers]
     top = _db_top(total + local + quant)
     normal = [i for i, s in enumerate(layers) if not s.shares_range_with]
-    _plot_db(ax, [xs[i] for i in normal], [quant[i] for i in normal], top, color="#999999", linewidth=1,
-             linestyle=":", label="float vs fake-quant (quantization)")
+    # where the lowering adds no error, fake-quant and TOSA coincide: the quantization line is
+    # drawn last, thin and with hollow markers, so it stays visible on top of the TOSA line
+    same = all(quant[i] == total[i] for i in normal)
     _plot_db(ax, [xs[i] for i in normal], [local[i] for i in normal], top, color="#2a9d8f", linewidth=1.2,
-             linestyle="--", marker=".", markersize=4, label="local: layer fed float-accurate inputs")
-    _plot_db(ax, [xs[i] for i in normal], [total[i] for i in normal], top, color="#1d3557", linewidth=1.6,
-             marker="o", markersize=3.5, label="float vs TOSA (propagated)")
+             linestyle="--", marker=".", markersize=4, label="local: layer fed float-accurate inputs", zorder=2)
+    _plot_db(ax, [xs[i] for i in normal], [total[i] for i in normal], top, color="#1d3557", linewidth=2.4,
+             marker="o", markersize=4, label="float vs TOSA (propagated)", zorder=3)
+    _plot_db(ax, [xs[i] for i in normal], [quant[i] for i in normal], top, color="#f4a261", linewidth=1,
+             linestyle=":", marker="o", markersize=2.5, markerfacecolor="none", zorder=4,
+             label="float vs fake-quant (quantization)" + (": equal to TOSA at every layer" if same else ""))
     clipped = [i for i, s in enumerate(layers) if s.shares_range_with and _finite(total[i])]
     if clipped:
         ax.plot([xs[i] for i in clipped], [total[i] for i in clipped], linestyle="none", marker="x",
@@ -358,13 +386,18 @@ def cycles_figure(drift: DriftReport, program: Any) -> Any:
     layers = [s for s in layer_summaries(drift, [program]) if s.node]
     target = str(getattr(program, "target", "npu"))
     n = len(layers)
-    fig = _figure(min(18.0, 5.0 + 0.13 * n), 6.2)
+    fig = _figure(_layers_width(n), 6.2)
     gs = fig.add_gridspec(2, 1, height_ratios=[1.1, 1.0])
     ax1 = fig.add_subplot(gs[0])
     ax2 = fig.add_subplot(gs[1], sharex=ax1)
     xs = list(range(n))
     cycles = [s.cycles.get(target, 0) for s in layers]
     ax1.bar(xs, cycles, color="#457b9d", width=0.8)
+    if any(cycles):  # name the most expensive layer on the bar itself
+        big = max(xs, key=lambda i: cycles[i])
+        ax1.annotate(f"{layers[big].node}: {cycles[big]:,}", xy=(big, cycles[big]), xytext=(0, 2),
+                     textcoords="offset points", ha="center", va="bottom", fontsize=7)
+        ax1.set_ylim(top=max(cycles) * 1.12)
     total = getattr(getattr(program, "performance", None), "total_cycles", None)
     unattributed = sum(layer.cycles for layer in getattr(program, "layers", ())
                        if getattr(layer, "tosa_op_index", None) is None)
@@ -426,10 +459,14 @@ def _html_table(header: Sequence[str], rows: Sequence[Sequence[Any]], numeric: s
 
 def write_html(path: str | os.PathLike, *, drift: DriftReport | None = None, programs: Sequence[Any] = (),
                diff: Any = None, golden: Any = None, gates: Sequence[Gate] = (), title: str = "tosa-verify report",
-               meta: Mapping[str, Any] | None = None) -> Path:
+               meta: Mapping[str, Any] | None = None, partitions: Sequence[tuple[str, Any, Sequence[Any], Any, Any]] = (),
+               cpu_nodes: Sequence[Any] = ()) -> Path:
     """Write a self-contained HTML report (figures embedded as base64 PNG) and return its path.
 
-    ``meta`` is shown as a key/value table at the top (model, profile, versions, ...).
+    ``meta`` is shown as a key/value table at the top (model, profile, versions, ...). A partly
+    lowered model gives ``partitions``, one ``(title, drift, programs, diff, golden)`` per TOSA
+    partition (each gets the sections of a whole model), and ``cpu_nodes`` (``node``, ``target``,
+    ``reason``), listed in their own table.
 
     >>> write_html("report.html", drift=report, programs=[program], gates=gates)   # doctest: +SKIP
     PosixPath('report.html')
@@ -447,6 +484,25 @@ def write_html(path: str | os.PathLike, *, drift: DriftReport | None = None, pro
             f"<tr><td>{html.escape(g.name)}</td><td class='{'pass' if g.passed else 'fail'}'>{g.status}</td>"
             f"<td>{html.escape(g.detail)}</td></tr>" for g in gates)
         parts.append(f"<table><tr><th>gate</th><th>status</th><th>detail</th></tr>{rows}</table>")
+    if cpu_nodes:
+        parts.append(f"<h2>Nodes left on the CPU ({len(cpu_nodes)})</h2>")
+        parts.append(_html_table(["node", "operator", "reason"], [[c.node, c.target, c.reason] for c in cpu_nodes]))
+    parts.extend(_sections(drift, programs, diff, golden, level=2))
+    for name, p_drift, p_programs, p_diff, p_golden in partitions:
+        parts.append(f"<h2 class='partition'>TOSA partition {html.escape(name)}</h2>")
+        if p_drift is None:
+            parts.append("<p class='muted'>No drift analysis: the partition's inputs could not be computed "
+                         "in PyTorch (checked on random inputs).</p>")
+        parts.extend(_sections(p_drift, p_programs, p_diff, p_golden, level=3))
+    parts.append("</body></html>")
+    return write_text_atomic(path, "\n".join(parts))
+
+
+def _sections(drift: DriftReport | None, programs: Sequence[Any], diff: Any, golden: Any, *,
+              level: int) -> list[str]:
+    """The HTML sections of one TOSA graph (a whole model or one partition), headings at ``level``."""
+    h = f"h{level}"
+    parts: list[str] = []
     if drift is not None:
         parts.append("<h2>Outputs</h2><ul>")
         parts.extend(f"<li>{html.escape(line)}</li>" for line in drift._summary_lines())
@@ -520,8 +576,7 @@ def write_html(path: str | os.PathLike, *, drift: DriftReport | None = None, pro
         parts.append(f"<pre>{html.escape(text)}</pre>")
     if drift is not None and drift.notes:
         parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in drift.notes) + "</ul>")
-    parts.append("</body></html>")
-    return write_text_atomic(path, "\n".join(parts))
+    return [part.replace("<h2>", f"<{h}>").replace("</h2>", f"</{h}>") for part in parts]
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> Path:

@@ -19,7 +19,10 @@ TARGETS = ("ethos-u55-128", "ethos-u65-256", "ethos-u85-256")
 #: ExecuTorch lowers for Ethos-U65 with the same TOSA spec as for Ethos-U55 (+u55 subset).
 TOSA_TARGET = {"ethos-u55-128": "ethos-u55-128", "ethos-u65-256": "ethos-u55-128",
                "ethos-u85-256": "ethos-u85-256"}
-MODE_CASES = [(t, m) for t in TARGETS for m in memory_modes_for(t)]
+#: every memory mode of every target; the default run compares each target's first memory mode
+#: with ExecuTorch's Vela (two compiles each), the others run with ``-m slow``
+MODE_CASES = [pytest.param(t, m, marks=[pytest.mark.slow] if k else [])
+              for t in TARGETS for k, m in enumerate(memory_modes_for(t))]
 #: Columns that name the run rather than describe the result.
 NAMING_COLUMNS = {"experiment", "network"}
 

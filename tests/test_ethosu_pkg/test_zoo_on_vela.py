@@ -14,8 +14,9 @@ int16 form (MATMUL on Ethos-U55/U65), which ``check_support`` must predict. Last
 forms the lowering emits specifically so Vela accepts them (REVERSE, RESIZE NEAREST, grouped
 convolutions) are compiled for every family.
 
-The default run covers the four small models (seconds to lower); ResNet and MobileNetV2 at
-224x224, and the sweep over every system config, are ``slow``
+The default run covers the four small models (seconds to lower), the two smallest in every
+memory mode and the others in each target's first; ResNet and MobileNetV2 at 224x224, the other
+memory modes of ds_cnn and transformer_block, and the sweep over every system config, are ``slow``
 (``python -m pytest -m slow tests/test_ethosu_pkg/test_zoo_on_vela.py``).
 """
 
@@ -124,12 +125,19 @@ def _models():
     return [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in FAST + SLOW]
 
 
+#: models compiled in every memory mode in the default run; the other fast models compile in
+#: each target's first memory mode there (every mode is still covered by these two), and in
+#: every mode with ``-m slow``
+EVERY_MODE = ("mlp", "digits_cnn")
+
+
 def _mode_cases():
     cases = []
     for name in FAST + SLOW:
         for target in TARGETS:
-            for mode in memory_modes_for(target):
-                marks = [pytest.mark.slow] if name in SLOW else []
+            for k, mode in enumerate(memory_modes_for(target)):
+                slow = name in SLOW or (name not in EVERY_MODE and k > 0)
+                marks = [pytest.mark.slow] if slow else []
                 cases.append(pytest.param(name, target, mode, marks=marks,
                                           id=f"{name}-{target}-{mode}"))
     return cases
