@@ -35,12 +35,18 @@ from .serialize import TORCH_TO_TOSA
 from .threads import torch_threads
 
 SUPPORTED_DTYPES = set(TORCH_TO_TOSA)
-#: ops whose visitors are exact for FP16 tensors (TOSA FP profile): casts and data movement
+_aten = torch.ops.aten
+#: ops whose visitors are exact for FP16 tensors (TOSA FP profile): casts, data movement and
+#: the element-wise ops TOSA computes in the tensor's own type (tests/lowering/test_lowering_fp16.py)
 FP16_OPS = {
-    torch.ops.aten._to_copy.default, torch.ops.aten.to.dtype, torch.ops.aten.view.default,
-    torch.ops.aten.reshape.default, torch.ops.aten.permute.default,
-    torch.ops.aten.clone.default, torch.ops.aten.unsqueeze.default,
-    torch.ops.aten.squeeze.dim, torch.ops.aten.flatten.using_ints,
+    _aten._to_copy.default, _aten.to.dtype, _aten.view.default, _aten.reshape.default,
+    _aten.permute.default, _aten.transpose.int, _aten.clone.default, _aten.unsqueeze.default,
+    _aten.squeeze.dim, _aten.squeeze.dims, _aten.flatten.using_ints, _aten.cat.default,
+    _aten.slice.Tensor, _aten.select.int, _aten.expand.default,
+    _aten.add.Tensor, _aten.sub.Tensor, _aten.mul.Tensor, _aten.maximum.default,
+    _aten.minimum.default, _aten.abs.default, _aten.neg.default, _aten.relu.default,
+    _aten.clamp.default, _aten.where.self, _aten.gt.Tensor, _aten.ge.Tensor, _aten.lt.Tensor,
+    _aten.le.Tensor, _aten.eq.Tensor, _aten.ne.Tensor,
 }
 
 
@@ -74,7 +80,7 @@ def _dtype_problem(node: fx.Node) -> str | None:
     if node.op == "call_function" and node.target not in FP16_OPS and any(
             t.dtype == torch.float16 for n in (node, *node.all_input_nodes)
             for t in tensor_values(n)):
-        return "float16 tensors lower only through casts and data movement"
+        return "float16 tensors lower only through casts, data movement and basic element-wise ops"
     return None
 
 

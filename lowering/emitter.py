@@ -294,7 +294,7 @@ class Emitter:
             return "INT32"
         if self.is_int:
             raise LoweringError("unquantized float constant in the INT profile", node=node.name)
-        return "FP32"
+        return "FP16" if t.dtype == torch.float16 else "FP32"
 
     def _add_debug_outputs(self) -> None:
         """Expose every node's tensor as an extra graph output (for op-by-op diffing)."""

@@ -89,9 +89,10 @@ def fp_scalar(em, value: float, rank: int, suffix: str, dtype: str = "FP32") -> 
 
 def clamp(em, src: str, lo, hi, out: str) -> None:
     dtype = em.writer.dtypes[src]
-    if dtype == "FP32":
-        lo = -FP_MAX if lo is None else float(lo)
-        hi = FP_MAX if hi is None else float(hi)
+    if dtype in ("FP32", "FP16"):
+        top = FP_MAX if dtype == "FP32" else float(np.finfo(np.float16).max)
+        lo = -top if lo is None else float(lo)
+        hi = top if hi is None else float(hi)
     em.writer.op("CLAMP", [src], out, min_val=clamp_bytes(lo, dtype),
                  max_val=clamp_bytes(hi, dtype), nan_mode="PROPAGATE")
 

@@ -65,17 +65,24 @@ def _regions(buf: bytes) -> int:
     return TosaGraph.GetRootAsTosaGraph(buf, 0).RegionsLength()
 
 
-@pytest.mark.slow
-def test_cond_fp_every_branch():
-    m = CondConvs().eval()
-    lm = lowering.lower(m, (COND_INPUTS[0],), profile="FP")
-    assert lm.cpu_nodes == [] and read_tosa_ops(lm.tosa).count("COND_IF") == 2
-    assert _regions(lm.tosa) == 5  # main, then, else, inner then, inner else
-    for x in COND_INPUTS:
+def _fp_matches_torch(m, inputs):
+    """Lower ``m`` (FP) on the first input; every input's outputs match PyTorch's."""
+    m = m.eval()
+    lm = lowering.lower(m, (inputs[0],), profile="FP")
+    assert lm.cpu_nodes == []
+    for x in inputs:
         with torch.no_grad():
             expected = m(x)
         for e, g in zip(expected, lm.run(x), strict=True):
             torch.testing.assert_close(g, e, atol=1e-4, rtol=1e-4)
+    return lm
+
+
+@pytest.mark.slow
+def test_cond_fp_every_branch():
+    lm = _fp_matches_torch(CondConvs(), COND_INPUTS)
+    assert read_tosa_ops(lm.tosa).count("COND_IF") == 2
+    assert _regions(lm.tosa) == 5  # main, then, else, inner then, inner else
 
 
 @pytest.mark.slow
@@ -94,14 +101,8 @@ def test_cond_int_every_branch():
 
 
 def test_while_fp_trip_counts():
-    m = DoubleUntil().eval()
-    lm = lowering.lower(m, (LOOP_INPUTS[0],), profile="FP")
-    assert lm.cpu_nodes == [] and lm.op_counts.get("WHILE_LOOP") == 1
-    for x in LOOP_INPUTS:
-        with torch.no_grad():
-            expected = m(x)
-        for e, g in zip(expected, lm.run(x), strict=True):
-            torch.testing.assert_close(g, e, atol=1e-4, rtol=1e-4)
+    lm = _fp_matches_torch(DoubleUntil(), LOOP_INPUTS)
+    assert lm.op_counts.get("WHILE_LOOP") == 1
 
 
 @pytest.mark.slow
