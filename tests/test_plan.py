@@ -174,3 +174,18 @@ def test_run_from_bytes_reuses_the_graph_and_outputs_are_the_callers() -> None:
     np.testing.assert_array_equal(first, second)
     first[:] = -1  # an output belongs to the caller: changing it changes no later run
     np.testing.assert_array_equal(tosa_verify.run(data, [x])[0], second)
+
+
+def test_a_block_input_overrides_a_constant_in_prepared_kernels() -> None:
+    # drift.run_operators feeds an operator a replacement for a constant as a block input
+    from tosa_verify.drift import run_operators
+
+    args = dict(scale32=True, rounding=ts.RoundingMode.SINGLE_ROUND, per_channel=False)
+    x = np.arange(-128, 128, dtype=np.int8).reshape(1, 16, 16)
+    graph = tosa_verify.load(_rescale_graph(x, "INT8", "INT8", [1 << 30], [30], **args))
+    other = _rescale_graph(x, "INT8", "INT8", [1 << 29], [30], **args)
+    expected, status = reference_model.run(other, [x])
+    assert status == _VALID
+    op = graph.main.operators[-1]
+    got = run_operators(graph, [op], {"x": x, "m": np.array([1 << 29], np.int32)})[op.outputs[0]]
+    np.testing.assert_array_equal(got, expected[0])

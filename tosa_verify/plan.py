@@ -119,7 +119,7 @@ def build_plan(block: Block) -> BlockPlan:
     foldable = set(constants)  # names whose value is the same on every run
     steps: list[Step] = []
     for index, operator in enumerate(block.operators):
-        step = _make_step(block, index, operator, decls, available)
+        step = _make_step(block, index, operator, decls, available, constants)
         steps.append(step)
         available.update(operator.outputs)
         if step.error_before is None and step.error_after is None and all(n in foldable for n in step.inputs) \
@@ -141,7 +141,7 @@ def build_plan(block: Block) -> BlockPlan:
 
 
 def _make_step(block: Block, index: int, operator: Operator, decls: dict[str, Tensor],
-               available: set[str]) -> Step:
+               available: set[str], constants: dict[str, np.ndarray]) -> Step:
     fn = REGISTRY.get(operator.op)
     missing = [n for n in (*operator.inputs, *operator.outputs) if n not in decls]
     input_decls = [decls[n] for n in operator.inputs if n in decls]
@@ -169,21 +169,21 @@ def _make_step(block: Block, index: int, operator: Operator, decls: dict[str, Te
                 tensors=tuple(t.name for t in (*input_decls, *output_decls)), condition=condition)
     prepare = prepare_for(operator.op)
     if prepare is not None:
-        kernel = _prepared(step, prepare, decls)
+        kernel = _prepared(step, prepare, constants)
         if kernel is not None:
             step.fn = kernel
     return step
 
 
-def _prepared(step: Step, prepare, decls: dict[str, Tensor]):
+def _prepared(step: Step, prepare, constants: dict[str, np.ndarray]):
     """The op's prepared kernel, or None (then the op function runs, checks and all, every time).
 
-    ``prepare`` sees the constant inputs' values (None for the others) and makes every check
-    that depends on declarations, attributes and those constants; a failed check makes it
-    decline, so the op function reports that error at run time, in order.
+    ``prepare`` sees the constant inputs' values (None for the others: block inputs, even when
+    declared with data, variables and computed tensors) and makes every check that depends on
+    declarations, attributes and those constants; a failed check makes it decline, so the op
+    function reports that error at run time, in order.
     """
-    values = [decls[n].data if decls[n].data is not None and not decls[n].variable else None
-              for n in step.inputs]
+    values = [constants.get(n) for n in step.inputs]
     call = OpCall(step.index, step.operator, values, step.input_decls, step.output_decls)
     try:
         return prepare(call)

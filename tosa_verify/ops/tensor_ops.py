@@ -404,11 +404,7 @@ def prepare_conv(call: OpCall):
         weights["izp"] = _zero_point(call, 3, p["in_dt"], "input_zp")
         weights["shifted"], weights["w_max"] = _shifted(
             call.inputs[1], _zero_point(call, 4, p["w_dt"], "weight_zp"))
-    def kernel(run: OpCall) -> list[np.ndarray]:
-        with np.errstate(all="ignore"):
-            return [_conv_run(run, p, weights)]
-
-    return kernel
+    return _quiet(lambda run: [_conv_run(run, p, weights)])
 
 
 @register("CONV2D")
@@ -539,12 +535,7 @@ def prepare_matmul(call: OpCall):
     if len(call.inputs) != 4 or call.inputs[2] is None or call.inputs[3] is None:
         return None
     params = _matmul_checks(call)
-
-    def kernel(run: OpCall) -> list[np.ndarray]:
-        with np.errstate(all="ignore"):
-            return [_matmul(run, *params)]
-
-    return kernel
+    return _quiet(lambda run: [_matmul(run, *params)])
 
 
 def _matmul_checks(call: OpCall) -> tuple[str, str, int, int | float, int | float]:
@@ -652,12 +643,7 @@ def prepare_avg_pool2d(call: OpCall):
     if len(call.inputs) != 3 or call.inputs[1] is None or call.inputs[2] is None:
         return None
     p = _avg_pool_setup(call)
-
-    def kernel(run: OpCall) -> list[np.ndarray]:
-        with np.errstate(all="ignore"):
-            return [_avg_pool(run, p)]
-
-    return kernel
+    return _quiet(lambda run: [_avg_pool(run, p)])
 
 
 def _avg_pool_setup(call: OpCall) -> dict:
