@@ -8,6 +8,18 @@ run time, each one's peak memory in MiB, and whether the outputs agree (INT exac
 
     python benchmarks/bench_interpreter.py [--repeats 5] [--width 1.0]
 
+``--small`` runs the small-graph suite instead (``_small_graphs``: small CNN/MLP, softmax, layer
+norm, sigmoid/tanh, residual BMM, pooling/concat, encoder block, depthwise residual, each lowered
+by ExecuTorch as INT8, INT16 and FP), in one process with one thread, the executors interleaved,
+timed in process CPU time:
+per graph the ratio ours/reference of the median time per call (``run(bytes, inputs)``, loading
+included), of a *cold* call (the same with the interpreter's cache of recently run graphs
+emptied first, so it loads, plans and runs: what a first call on new bytes costs), and per run of
+an already loaded graph (``run(graph, inputs)``), each against the reference's whole call (it
+has no separate load); then the geometric means.
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_interpreter.py --small [--repeats 7] [--cache DIR]
+
 Not part of the test suite.
 """
 
@@ -18,6 +30,7 @@ import json
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -83,11 +96,83 @@ def measure(executor: str, graph: Path, x: Path, repeats: int, out: Path) -> dic
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def _seconds(fn, *args) -> float:
+    # CPU time of this (single-threaded) process, not wall time: on a shared, loaded machine
+    # wall time mostly measures waiting for a core. Both executors run on the calling thread.
+    start = time.process_time()
+    fn(*args)
+    return time.process_time() - start
+
+
+def small_suite(repeats: int, cache: Path, only: str | None = None, lower: bool = True) -> int:
+    """Per-graph table and geometric means ours/reference over :mod:`_small_graphs`."""
+    import tosa_reference_model
+    from _small_graphs import random_inputs, small_graphs
+
+    import tosa_verify
+    from tosa_verify import plan as plan_module
+
+    graphs = small_graphs(cache, progress=lambda m: print(m, flush=True), lower_missing=lower)
+    print(f"small-graph suite, {len(graphs)} ExecuTorch-lowered graphs; median of {repeats}, one thread")
+    print(f"{'graph':<26} {'ops':>4} {'ref ms':>7} {'call ours/ref':>14} {'cold call':>10} "
+          f"{'loaded ours/ref':>16} {'outputs':>22}")
+    call_ratios, cold_ratios, run_ratios = [], [], []
+    for key, data in sorted(graphs.items()):
+        if only and only not in key:
+            continue
+        graph = tosa_verify.load(data)
+        inputs = random_inputs(graph)
+        ref_outs, status = tosa_reference_model.run(data, inputs)
+        if "VALID" not in str(status):
+            print(f"{key:<26} reference model: {status}")
+            continue
+        ours = tosa_verify.run(data, inputs)
+        agree = _agreement(key, ours, ref_outs)
+        t_ref, t_call, t_cold, t_run = [], [], [], []
+        for _ in range(repeats):  # interleaved, so machine load hits all four alike
+            t_ref.append(_seconds(tosa_reference_model.run, data, inputs))
+            t_call.append(_seconds(tosa_verify.run, data, inputs))
+            t_run.append(_seconds(tosa_verify.run, graph, inputs))
+            plan_module._GRAPHS.clear()
+            t_cold.append(_seconds(tosa_verify.run, data, inputs))
+        ref, call, cold, run = (float(np.median(t)) for t in (t_ref, t_call, t_cold, t_run))
+        call_ratios.append(call / ref)
+        cold_ratios.append(cold / ref)
+        run_ratios.append(run / ref)
+        ops = sum(len(b.operators) for r in graph.regions for b in r.blocks)
+        print(f"{key:<26} {ops:>4} {ref * 1e3:>7.2f} {call / ref:>14.2f} {cold / ref:>10.2f} {run / ref:>16.2f} "
+              f"{agree:>22}", flush=True)
+    def gm(ratios):
+        return float(np.exp(np.mean(np.log(ratios))))
+
+    print(f"geometric mean ours/reference over {len(call_ratios)} graphs: per call {gm(call_ratios):.2f} "
+          f"(target <= 1.0), cold call {gm(cold_ratios):.2f}, per run of a loaded graph "
+          f"{gm(run_ratios):.2f} (target <= 0.5)")
+    return 0
+
+
+def _agreement(key: str, ours, ref) -> str:
+    """INT outputs must match bit for bit; FP ones are shown as the largest absolute difference."""
+    if "_INT" in key:
+        bad = sum(int((np.asarray(a) != np.asarray(b)).sum()) for a, b in zip(ours, ref, strict=True))
+        return "bit-exact" if bad == 0 else f"DIFFER in {bad}"
+    diff = max(float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)), initial=0.0))
+               for a, b in zip(ours, ref, strict=True))
+    return f"max abs diff {diff:.2e}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--width", type=float, default=1.0, help="MobileNetV2 width multiplier")
+    parser.add_argument("--small", action="store_true", help="the small-graph suite instead of MobileNetV2")
+    parser.add_argument("--cached-only", action="store_true", help="small suite: only graphs already in --cache")
+    parser.add_argument("--only", help="small suite: only graphs whose name contains this")
+    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "tosa_verify_small_graphs",
+                        help="small suite: directory of the lowered graphs (reused across runs)")
     args = parser.parse_args(argv)
+    if args.small:
+        return small_suite(args.repeats, args.cache, args.only, not args.cached_only)
     import tosa_verify
 
     print(f"MobileNetV2 width {args.width}, 224x224, lowered by ExecuTorch's Arm backend; median of {args.repeats}")

@@ -36,6 +36,7 @@ flatbuffer constant (two FP4 a byte, four FP6 in three bytes, so the last dimens
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import ml_dtypes
@@ -184,13 +185,15 @@ def decode_constant(raw: bytes | np.ndarray, dtype: str, shape: tuple[int, ...])
     """Decode a flatbuffer tensor's ``data`` bytes into its working numpy array.
 
     INT4 is packed two values a byte (low nibble first); INT48 is six little-endian bytes.
+    Other dtypes come back as a read-only view of ``raw`` when it is a uint8 array (no copy: a
+    loaded graph's constants stay in the file's bytes) and as a copy otherwise.
 
     >>> decode_constant(bytes([0x21, 0x0F]), "INT4", (3,)).tolist()
     [1, 2, -1]
     """
     info = dtype_info(dtype)
-    buf = np.frombuffer(bytes(raw), dtype=np.uint8)
-    count = int(np.prod(shape, dtype=np.int64))
+    buf = raw if isinstance(raw, np.ndarray) else np.frombuffer(bytes(raw), dtype=np.uint8)
+    count = math.prod(shape)
     if info.name == "INT4":
         need = (count + 1) // 2
         _check_len(buf, need, dtype, shape)
@@ -223,7 +226,8 @@ def decode_constant(raw: bytes | np.ndarray, dtype: str, shape: tuple[int, ...])
         return buf[:count].astype(bool).reshape(shape)
     itemsize = info.working.itemsize
     _check_len(buf, count * itemsize, dtype, shape)
-    return buf[: count * itemsize].view(info.working.newbyteorder("<")).astype(info.working).reshape(shape)
+    values = buf[: count * itemsize].view(info.working.newbyteorder("<")).astype(info.working, copy=False)
+    return values.reshape(shape)
 
 
 def _check_len(buf: np.ndarray, need: int, dtype: str, shape: tuple[int, ...]) -> None:

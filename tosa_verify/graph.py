@@ -1,18 +1,25 @@
 """The in-memory TOSA graph: regions, blocks, tensors and operators as plain Python values.
 
-Reading goes through the flatbuffers module ``tosa`` generated from the TOSA schema and shipped
-in tosa-tools; no flatbuffer parsing is written by hand here.
+Reading follows the flatbuffers module ``tosa`` generated from the TOSA schema and shipped in
+tosa-tools: :mod:`tosa_verify._flatbuffer` takes each table's field layout from those generated
+accessors and reads the fields with ``struct`` directly (the flatbuffers runtime's per-field
+calls dominated loading small graphs). Constant data stays in the file's bytes: a tensor's
+``data`` is a read-only numpy view of them (INT4, INT48 and BOOL are decoded into new arrays).
 """
 
 from __future__ import annotations
 
+import functools
+import math
 import os
 import re
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from ._flatbuffer import Field, Table, table_layout
 from .dtypes import DTYPE_BY_CODE, decode_constant
 from .errors import (
     TosaError,
@@ -30,7 +37,6 @@ _ENUM_FIELDS = {
     "mode": {0: "UNKNOWN", 1: "NEAREST", 2: "BILINEAR"},
     "nan_mode": {0: "UNKNOWN", 1: "PROPAGATE", 2: "IGNORE"},
 }
-_SKIP_METHODS = {"Init", "GetRootAs"}
 
 
 @dataclass
@@ -75,6 +81,13 @@ class Block:
     inputs: list[str]
     outputs: list[str]
     shapes: dict[str, Tensor] = field(default_factory=dict)
+
+    def __getstate__(self) -> dict:
+        # A copy (copy.deepcopy, pickle) leaves the cached execution plan behind: the copy is
+        # usually made to be edited, and a plan refers to the original's tensors.
+        state = dict(self.__dict__)
+        state.pop("_plan", None)
+        return state
 
 
 @dataclass
@@ -124,41 +137,38 @@ def _snake(name: str) -> str:
     return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
 
 
-def _read_attributes(fb_op, op_name: str) -> dict[str, object]:
+@functools.cache
+def _attribute_reader(kind: int) -> tuple[str, list[tuple[str, str, Field]]]:
+    """(class name, [(accessor, attrs key, field)]) of attribute union member ``kind``, built once."""
     import tosa.Attribute as attribute_enum
 
-    kind = fb_op.AttributeType()
-    if kind == 0:
-        return {}
     names = {v: k for k, v in vars(attribute_enum.Attribute).items() if not k.startswith("_")}
     class_name = names.get(kind)
     if class_name is None:
+        return "", []
+    fields = [(meth, _snake(meth), f) for meth, f in table_layout(class_name).items()
+              if meth[:1].isupper() and not meth.startswith("GetRootAs")]
+    return class_name, sorted(fields)
+
+
+def _read_attributes(table: Table, kind: int, op_name: str) -> dict[str, object]:
+    if kind == 0:
+        return {}
+    class_name, fields = _attribute_reader(kind)
+    if not class_name:
         raise TosaUnsupportedError(f"{op_name}: unknown attribute type {kind}")
-    module = __import__(f"tosa.{class_name}", fromlist=[class_name])
-    cls = getattr(module, class_name)
-    table = fb_op.Attribute()
-    attr = cls()
-    attr.Init(table.Bytes, table.Pos)
     result: dict[str, object] = {}
-    for meth in dir(cls):
-        if not meth[:1].isupper() or meth in _SKIP_METHODS or meth.startswith("GetRootAs"):
-            continue
-        if meth.endswith(("Length", "IsNone", "AsNumpy", "BufferHasIdentifier")):
-            continue
-        key = _snake(meth)
-        if hasattr(cls, meth + "Length"):
-            if getattr(attr, meth + "IsNone")():
-                result[key] = []
-                continue
-            as_numpy = getattr(attr, meth + "AsNumpy")()
+    if table is None:
+        raise TosaFormatError(f"{op_name}: attribute of type {class_name} is missing")
+    for meth, key, f in fields:
+        if f.kind == "vector":
+            values = table.vector(f)
             if meth in ("MinVal", "MaxVal"):
-                result[key] = bytes(np.asarray(as_numpy, dtype=np.uint8))
+                result[key] = b"" if values is None else values.tobytes()
             else:
-                result[key] = [int(v) for v in as_numpy] if not isinstance(as_numpy, int) else []
+                result[key] = [] if values is None else values.tolist()
             continue
-        value = getattr(attr, meth)()
-        if isinstance(value, bytes):
-            value = value.decode("utf8")
+        value = table.string(f) if f.kind == "string" else table.scalar(f)
         if key in _ENUM_FIELDS:
             value = _ENUM_FIELDS[key].get(value, value)
         elif key == "acc_type":
@@ -167,94 +177,81 @@ def _read_attributes(fb_op, op_name: str) -> dict[str, object]:
     return result
 
 
-def _read_tensor(fb_tensor) -> Tensor:
-    name = fb_tensor.Name().decode("utf8")
-    code = fb_tensor.Type()
-    info = DTYPE_BY_CODE.get(code)
-    if info is None:
-        raise TosaUnsupportedError(f"tensor {name!r}: unsupported dtype code {code}")
-    shape = tuple(int(d) for d in fb_tensor.ShapeAsNumpy()) if not fb_tensor.ShapeIsNone() else ()
+def _checked_shape(name: str, shape: tuple[int, ...]) -> None:
     if any(d < 0 for d in shape):
         # TOSA 1.0 has no dynamic dimensions, so a negative one makes the graph invalid (the
         # generator's list-shape ERROR_IF cases produce such tensors).
         raise TosaValidationError(
             f"tensor {name!r}: negative dimension in shape {list(shape)}", tensors=(name,)
         )
-    count = int(np.prod([max(d, 0) for d in shape], dtype=object)) if shape else 1
+    count = math.prod(shape)
     if count > MAX_TENSOR_ELEMENTS:
         raise TosaSizeError(
             f"tensor {name!r}: declared shape {list(shape)} has {count} elements (limit {MAX_TENSOR_ELEMENTS})"
         )
-    data = None
-    if not fb_tensor.DataIsNone() and fb_tensor.DataLength() > 0:
-        data = decode_constant(fb_tensor.DataAsNumpy().tobytes(), info.name, shape)
-    variable = bool(fb_tensor.Variable())
-    vname = fb_tensor.VariableName()
+
+
+def _read_tensor(t: Table, f: dict) -> Tensor:
+    name = t.string(f["Name"])
+    code = t.scalar(f["Type"])
+    info = DTYPE_BY_CODE.get(code)
+    if info is None:
+        raise TosaUnsupportedError(f"tensor {name!r}: unsupported dtype code {code}")
+    dims = t.vector(f["Shape"])
+    shape = tuple(dims.tolist()) if dims is not None else ()
+    _checked_shape(name, shape)
+    raw = t.vector(f["Data"])
+    # A zero-copy view of the file's bytes for the usual dtypes (see decode_constant).
+    data = decode_constant(raw, info.name, shape) if raw is not None and raw.size else None
     return Tensor(
         name=name,
         shape=shape,
         dtype=info.name,
         data=data,
-        variable=variable,
-        variable_name=vname.decode("utf8") if vname else "",
-        unranked=bool(fb_tensor.IsUnranked()),
+        variable=bool(t.scalar(f["Variable"])),
+        variable_name=t.string(f["VariableName"]),
+        unranked=bool(t.scalar(f["IsUnranked"])),
     )
 
 
-def _read_block(fb_block, op_names: dict[int, str]) -> Block:
+def _read_block(block: Table, op_names: dict[int, str]) -> Block:
+    fb, ft, fs, fo = (table_layout(n) for n in ("TosaBasicBlock", "TosaTensor", "TosaShape", "TosaOperator"))
     tensors: dict[str, Tensor] = {}
-    for j in range(fb_block.TensorsLength()):
-        t = _read_tensor(fb_block.Tensors(j))
-        tensors[t.name] = t
+    for t in block.tables(fb["Tensors"]):
+        tensor = _read_tensor(t, ft)
+        tensors[tensor.name] = tensor
     shapes: dict[str, Tensor] = {}
-    for j in range(fb_block.ShapesLength()):
-        s = fb_block.Shapes(j)
-        name = s.Name().decode("utf8")
-        rank = int(s.Rank())
-        data = None
-        if not s.DataIsNone() and s.DataLength() > 0:
-            data = decode_constant(s.DataAsNumpy().tobytes(), "SHAPE", (rank,))
+    for s in block.tables(fb["Shapes"]):
+        name = s.string(fs["Name"])
+        rank = int(s.scalar(fs["Rank"]))
+        raw = s.vector(fs["Data"])
+        data = decode_constant(raw, "SHAPE", (rank,)) if raw is not None and raw.size else None
         shapes[name] = Tensor(name=name, shape=(rank,), dtype="SHAPE", data=data)
+    text = table_layout("OpLocation")["Text"]
     operators = []
-    for j in range(fb_block.OperatorsLength()):
-        fb_op = fb_block.Operators(j)
-        code = fb_op.Op()
+    for j, op in enumerate(block.tables(fb["Operators"])):
+        code = op.scalar(fo["Op"])
         op_name = op_names.get(code)
         if op_name is None:
             raise TosaUnsupportedError(f"operator {j}: unknown op code {code}")
-        location = fb_op.Location()
+        location = op.table(fo["Location"])
         operators.append(
             Operator(
                 op=op_name,
-                attrs=_read_attributes(fb_op, op_name),
-                inputs=[fb_op.Inputs(k).decode("utf8") for k in range(fb_op.InputsLength())],
-                outputs=[fb_op.Outputs(k).decode("utf8") for k in range(fb_op.OutputsLength())],
-                location=(location.Text() or b"").decode("utf8") if location else "",
+                attrs=_read_attributes(op.union(fo["Attribute"]), op.scalar(fo["AttributeType"]), op_name),
+                inputs=op.strings(fo["Inputs"]),
+                outputs=op.strings(fo["Outputs"]),
+                location=location.string(text) if location is not None else "",
             )
         )
     return Block(
-        name=(fb_block.Name() or b"").decode("utf8"),
+        name=block.string(fb["Name"]),
         operators=operators,
         tensors=tensors,
-        inputs=[fb_block.Inputs(k).decode("utf8") for k in range(fb_block.InputsLength())],
-        outputs=[fb_block.Outputs(k).decode("utf8") for k in range(fb_block.OutputsLength())],
+        inputs=block.strings(fb["Inputs"]),
+        outputs=block.strings(fb["Outputs"]),
         shapes=shapes,
     )
-
-
-class _BoundedBytes(bytes):
-    """Flatbuffer bytes whose slices may not run past the end.
-
-    The flatbuffers runtime reads a string as ``Bytes[start:start + length]``; on a truncated
-    file Python slicing silently returns a shorter string (a block or tensor name cut short),
-    so the reader would accept the file. Numbers and vectors already fail loudly (struct.error,
-    numpy ValueError); this closes the gap for strings.
-    """
-
-    def __getitem__(self, key):
-        if isinstance(key, slice) and key.stop is not None and key.stop > len(self):
-            raise IndexError(f"read of bytes {key.start}..{key.stop} past the end of the buffer")
-        return super().__getitem__(key)
 
 
 def parse(data: bytes) -> Graph:
@@ -265,25 +262,24 @@ def parse(data: bytes) -> Graph:
     ...
     tosa_verify.errors.TosaFormatError: not a TOSA flatbuffer: file identifier is not 'TOSA' (11 bytes)
     """
-    import tosa.Op as op_enum
-    import tosa.TosaGraph as tosa_graph
-
-    if len(data) < 8 or not tosa_graph.TosaGraph.TosaGraphBufferHasIdentifier(data, 0):
+    if len(data) < 8 or bytes(data[4:8]) != b"TOSA":
         raise TosaFormatError(
             f"not a TOSA flatbuffer: file identifier is not 'TOSA' ({len(data)} bytes)"
         )
-    op_names = {v: k for k, v in vars(op_enum.Op).items() if not k.startswith("_")}
+    op_names = _op_names()
     try:
-        fb = tosa_graph.TosaGraph.GetRootAs(_BoundedBytes(data), 0)
-        ver = fb.Version()
+        data = bytes(data)
+        root = Table(data, _ROOT(data, 0)[0])
+        fg, fv, fr = (table_layout(n) for n in ("TosaGraph", "Version", "TosaRegion"))
+        ver = root.table(fg["Version"])
         if ver is None:
             raise TosaFormatError("TOSA flatbuffer has no version table")
-        version = (int(ver._Major()), int(ver._Minor()), int(ver._Patch()), bool(ver._Draft()))
+        version = (int(ver.scalar(fv["_Major"])), int(ver.scalar(fv["_Minor"])),
+                   int(ver.scalar(fv["_Patch"])), bool(ver.scalar(fv["_Draft"])))
         regions = []
-        for i in range(fb.RegionsLength()):
-            fb_region = fb.Regions(i)
-            blocks = [_read_block(fb_region.Blocks(j), op_names) for j in range(fb_region.BlocksLength())]
-            regions.append(Region(name=(fb_region.Name() or b"").decode("utf8"), blocks=blocks))
+        for region in root.tables(fg["Regions"]):
+            blocks = [_read_block(b, op_names) for b in region.tables(fr["Blocks"])]
+            regions.append(Region(name=region.string(fr["Name"]), blocks=blocks))
     except TosaError:
         raise
     except Exception as exc:  # flatbuffers raises struct.error/IndexError/UnicodeError on corruption
@@ -297,7 +293,17 @@ def parse(data: bytes) -> Graph:
         )
     if not regions or not regions[0].blocks:
         raise TosaFormatError("TOSA graph has no region or no basic block")
-    return Graph(version=version, regions=regions, raw=bytes(data))
+    return Graph(version=version, regions=regions, raw=data)
+
+
+_ROOT = struct.Struct("<I").unpack_from
+
+
+@functools.cache
+def _op_names() -> dict[int, str]:
+    import tosa.Op as op_enum
+
+    return {v: k for k, v in vars(op_enum.Op).items() if not k.startswith("_")}
 
 
 def load(source: str | os.PathLike | bytes | bytearray | memoryview | Graph) -> Graph:

@@ -1,7 +1,9 @@
 """Run a TOSA graph with the numpy operator registry.
 
 The interpreter walks a block's operators in order, feeds each one its input values, checks the
-results against the declared output tensors and stores them by name. Control-flow ops call back
+results against the declared output tensors and stores them by name. What does not change from
+run to run (declarations, checks on them, constant folding, prepared kernels, when a tensor can
+be freed) comes from the block's :mod:`~tosa_verify.plan`, built once. Control-flow ops call back
 into :meth:`Interpreter.run_block`; variable ops use :attr:`Interpreter.variables`.
 """
 
@@ -20,12 +22,12 @@ from .errors import (
     TosaError,
     TosaInputError,
     TosaSizeError,
-    TosaUnsupportedError,
     TosaValidationError,
 )
-from .graph import Block, Graph, Operator, load
-from .ops.registry import REGISTRY, OpCall
+from .graph import Block, Graph, Operator
+from .ops.registry import OpCall
 from .ops.variable import carried_value
+from .plan import Step, cached_graph, plan_for
 
 #: Called after each operator: (op index, operator, input values, output values).
 CaptureHook = Callable[[int, Operator, list[np.ndarray], list[np.ndarray]], None]
@@ -71,22 +73,24 @@ class Interpreter:
         if self.depth > 64:
             raise TosaValidationError("control flow nests deeper than 64 levels")
         try:
-            env: dict[str, np.ndarray] = {}
+            plan = plan_for(block)
+            env: dict[str, np.ndarray] = dict(plan.constants)
             for name, value in zip(block.inputs, values, strict=True):
                 env[name] = value
-            for name, decl in {**block.shapes, **block.tensors}.items():
-                if name in env:
-                    continue
-                if decl.variable and (decl.variable_name or name) in self.state:
+            for name, decl in plan.variables:
+                if (decl.variable_name or name) in self.state:
                     env[name] = carried_value(self.state[decl.variable_name or name], decl, decl.variable_name or name)
                 elif decl.data is not None:
                     env[name] = decl.data
-                elif decl.variable:
+                else:
                     # A variable tensor without an initial value starts as zeros, as in
                     # tosa_reference_model (variable tensors initialised from the flatbuffer).
                     env[name] = np.zeros(decl.shape, dtype=dtype_info(decl.dtype).working)
-            for index, operator in enumerate(block.operators):
-                self._run_operator(block, index, operator, env)
+            hook = self.hook if self.depth == 1 else None
+            # Nothing recording the run: each tensor is dropped after its last use.
+            free = record is None and hook is None
+            for step in plan.all_steps if hook is not None else plan.steps:
+                self._run_operator(step, env, free)
             missing = [n for n in block.outputs if n not in env]
             if missing:
                 raise TosaValidationError(
@@ -98,36 +102,19 @@ class Interpreter:
         finally:
             self.depth -= 1
 
-    def _decl(self, block: Block, name: str, index: int, operator: Operator):
-        decl = block.tensors.get(name) or block.shapes.get(name)
-        if decl is None:
-            raise TosaValidationError(
-                f"operator {index} {operator.op}: tensor {name!r} is not declared in block {block.name!r}",
-                op_index=index,
-                op=operator.op,
-                tensors=(name,),
-            )
-        return decl
-
-    def _run_operator(self, block: Block, index: int, operator: Operator, env: dict[str, np.ndarray]) -> None:
-        fn = REGISTRY.get(operator.op)
-        if fn is None:
-            raise TosaUnsupportedError(f"operator {index} {operator.op}: not supported by the interpreter")
-        input_decls = [self._decl(block, n, index, operator) for n in operator.inputs]
-        output_decls = [self._decl(block, n, index, operator) for n in operator.outputs]
-        inputs = []
-        for name in operator.inputs:
-            if name not in env:
-                raise TosaValidationError(
-                    f"operator {index} {operator.op}: input tensor {name!r} is used before it is produced",
-                    op_index=index,
-                    op=operator.op,
-                    tensors=(name,),
-                )
-            inputs.append(env[name])
-        call = OpCall(index, operator, inputs, input_decls, output_decls, runtime=self)
+    def _run_operator(self, step: Step, env: dict[str, np.ndarray], free: bool) -> None:
+        index, operator = step.index, step.operator
+        if step.folded:  # computed when the plan was built; only the hook wants to see it
+            self.hook(index, operator, [env[n] for n in step.inputs], [env[n] for n, _, _ in step.outputs])
+            return
+        if step.error_before is not None:
+            raise step.error_before
+        inputs = [env[n] for n in step.inputs]
+        call = OpCall(index, operator, inputs, step.input_decls, step.output_decls, runtime=self)
         try:
-            results = list(fn(call))
+            results = step.fn(call)
+            if type(results) is not list:
+                results = list(results)
         except TosaError:
             raise
         except MemoryError:
@@ -135,7 +122,7 @@ class Interpreter:
             # arrays can still exceed the machine's memory: report it like any oversized tensor.
             raise TosaSizeError(
                 f"{call._where()}: out of memory while computing the operator "
-                f"(outputs {[list(d.shape) for d in output_decls]})"
+                f"(outputs {[list(d.shape) for d in step.output_decls]})"
             ) from None
         except (ValueError, IndexError, TypeError, OverflowError, ZeroDivisionError, KeyError) as exc:
             # A malformed graph that slipped past the ERROR_IF checks must still fail cleanly.
@@ -146,27 +133,28 @@ class Interpreter:
                 op=operator.op,
                 tensors=tuple(operator.inputs + operator.outputs),
             ) from exc
-        call.error_if(len(results) != len(output_decls), f"produced {len(results)} outputs, declared {len(output_decls)}")
-        for decl, value in zip(output_decls, results, strict=True):
-            value = np.asarray(value)
-            working = dtype_info(decl.dtype).working
+        if len(results) != len(step.outputs):
+            call.error_if(True, f"produced {len(results)} outputs, declared {len(step.outputs)}")
+        for (name, working, shape), value in zip(step.outputs, results, strict=True):
+            if type(value) is not np.ndarray:
+                value = np.asarray(value)
             if value.dtype != working:
                 raise RuntimeError(
-                    f"internal error: {call._where()} returned {value.dtype} for {decl.dtype} tensor {decl.name!r}"
+                    f"internal error: {call._where()} returned {value.dtype} for {working} tensor {name!r}"
                 )
+            if step.error_after is not None:
+                raise step.error_after
             call.error_if(
-                decl.dtype != "SHAPE" and any(d < 1 for d in decl.shape),
-                f"output {decl.name!r} has a dimension < 1 in {list(decl.shape)}",
+                value.shape != shape, f"shape of output {name!r} is {list(value.shape)}, declared {list(shape)}"
             )
-            call.error_if(
-                tuple(value.shape) != tuple(decl.shape),
-                f"shape of output {decl.name!r} is {list(value.shape)}, declared {list(decl.shape)}",
-            )
-            env[decl.name] = value
-        # Only main-block operators are reported: sub-block (COND_IF/WHILE_LOOP) operators have
-        # their own indices and tensor names, which would collide with the main block's.
+            env[name] = value
+        # Only main-block operators are reported (the caller passes no hook for sub-blocks):
+        # sub-block (COND_IF/WHILE_LOOP) operators have their own indices and tensor names.
         if self.hook is not None and self.depth == 1:
-            self.hook(index, operator, inputs, [env[d.name] for d in output_decls])
+            self.hook(index, operator, inputs, [env[n] for n, _, _ in step.outputs])
+        if free:
+            for name in step.free:
+                env.pop(name, None)
 
 
 def bind_inputs(block: Block, inputs: Inputs) -> list[np.ndarray]:
@@ -224,7 +212,7 @@ def run(source: Source, inputs: Inputs, *, capture: bool = False,
     >>> for frame in frames:                                # doctest: +SKIP
     ...     y = tosa_verify.run("streaming.tosa", [frame], variables=state)
     """
-    graph = load(source)
+    graph = cached_graph(source)
     block = graph.main
     values = bind_inputs(block, inputs)
     record: dict[str, np.ndarray] | None = {} if capture or variables is not None else None
@@ -233,7 +221,9 @@ def run(source: Source, inputs: Inputs, *, capture: bool = False,
     if variables is not None:
         _keep_variables(block, interpreter, record, variables)
     decls = [block.tensors.get(n) or block.shapes.get(n) for n in block.outputs]
-    outputs = [to_reference_form(v, d.dtype) for v, d in zip(outputs, decls, strict=True)]
+    # A constant output is shared with the graph (and the next run): the caller gets a copy.
+    outputs = [to_reference_form(v if v.flags.writeable else v.copy(), d.dtype)
+               for v, d in zip(outputs, decls, strict=True)]
     if not capture:
         return outputs
     tensors = {}

@@ -12,7 +12,7 @@ from scipy import special
 from ..dtypes import dtype_info
 from ..numerics import round_to_float
 from ._broadcast import FP_TYPES, apply_max, apply_min, check_same_shape, nan_mode, to_f64
-from .registry import OpCall, register
+from .registry import OpCall, register, register_prepare
 
 _FP = tuple((t, t) for t in FP_TYPES)
 _CLAMP_TYPES = (("INT8", "INT8"), ("INT16", "INT16")) + _FP
@@ -41,6 +41,18 @@ def clamp(call: OpCall) -> list[np.ndarray]:
     ERROR_IF ``max_val < min_val`` or either bound is NaN. A NaN input gives NaN in PROPAGATE
     mode and ``min_val`` in IGNORE mode (max with min_val drops the NaN first).
     """
+    return [_clamp(call.inputs[0], *_clamp_checks(call))]
+
+
+@register_prepare("CLAMP")
+def prepare_clamp(call: OpCall):
+    """CLAMP with its (static: attributes and declarations) checks made once."""
+    params = _clamp_checks(call)
+    return lambda run: [_clamp(run.inputs[0], *params)]
+
+
+def _clamp_checks(call: OpCall) -> tuple:
+    """The ERROR_IFs of CLAMP; returns (min_val, max_val, nan_mode, is_float)."""
     call.check_arity(1, 1)
     call.check_types(_CLAMP_TYPES)
     check_same_shape(call)
@@ -51,10 +63,14 @@ def clamp(call: OpCall) -> list[np.ndarray]:
     if is_float:
         call.error_if(bool(np.isnan(lo) or np.isnan(hi)), "isNaN(min_val) || isNaN(max_val)")
     call.error_if(bool(hi < lo), f"max_val < min_val ({hi} < {lo})")
-    x = np.asarray(call.inputs[0])
+    return lo, hi, mode, is_float
+
+
+def _clamp(x: np.ndarray, lo, hi, mode: str, is_float: bool) -> np.ndarray:
+    x = np.asarray(x)
     value = apply_max(x, lo, mode, is_float)
     value = apply_min(value, hi, mode, is_float)
-    return [value.astype(x.dtype, copy=False)]
+    return value.astype(x.dtype, copy=False)
 
 
 def _fp_activation(call: OpCall, fn) -> list[np.ndarray]:

@@ -14,7 +14,7 @@ from ._layout_support import check_rank, check_same_dtype, shape_input
 from ._levels import MAX_RANK, MAX_TENSOR_LIST_SIZE
 from ._mx import MX_ELEMENT_TYPES, SCALE_TYPE, block_size, scale_shape
 from ._version import is_tosa_11
-from .registry import OpCall, register
+from .registry import OpCall, register, register_prepare
 
 #: in_out_t of every data layout op in TOSA 1.0 (PRO-INT, PRO-FP, EXT-INT16, EXT-BF16, EXT-FP8*).
 LAYOUT_TYPES = ("BOOL", "INT8", "INT16", "INT32", "FP8E4M3", "FP8E5M2", "FP16", "BF16", "FP32")
@@ -87,6 +87,20 @@ def pad(call: OpCall) -> list[np.ndarray]:
 @register("RESHAPE")
 def reshape(call: OpCall) -> list[np.ndarray]:
     """RESHAPE: same values in row-major order, new shape given by the ``shape`` operand."""
+    return [np.reshape(call.inputs[0], _reshape_checks(call))]
+
+
+@register_prepare("RESHAPE")
+def prepare_reshape(call: OpCall):
+    """RESHAPE with a constant shape operand: every check once; a run only reshapes."""
+    if len(call.inputs) != 2 or call.inputs[1] is None:
+        return None
+    shape = _reshape_checks(call)
+    return lambda run: [np.reshape(run.inputs[0], shape)]
+
+
+def _reshape_checks(call: OpCall) -> tuple[int, ...]:
+    """The ERROR_IFs of RESHAPE (declarations and the shape operand); returns the new shape."""
     call.check_arity(2, 1)
     check_same_dtype(call, _layout_types(call), 0)
     in_decl = call.input_decls[0]
@@ -101,7 +115,7 @@ def reshape(call: OpCall) -> list[np.ndarray]:
     )
     out_size = int(np.prod(out_shape, dtype=np.int64))
     call.error_if(in_decl.size != out_size, "tensor_size(shape1) != tensor_size(shape)")
-    return [np.reshape(call.inputs[0], out_shape)]
+    return out_shape
 
 
 @register("REVERSE")
@@ -166,6 +180,18 @@ def tile(call: OpCall) -> list[np.ndarray]:
 @register("TRANSPOSE")
 def transpose(call: OpCall) -> list[np.ndarray]:
     """TRANSPOSE: output dimension i is input dimension ``perms[i]``."""
+    return [np.ascontiguousarray(np.transpose(call.inputs[0], _transpose_checks(call)))]
+
+
+@register_prepare("TRANSPOSE")
+def prepare_transpose(call: OpCall):
+    """TRANSPOSE with its (static) checks made once."""
+    perms = _transpose_checks(call)
+    return lambda run: [np.ascontiguousarray(np.transpose(run.inputs[0], perms))]
+
+
+def _transpose_checks(call: OpCall) -> list[int]:
+    """The ERROR_IFs of TRANSPOSE; returns ``perms``."""
     call.check_arity(1, 1)
     check_same_dtype(call, _layout_types(call), 0)
     in_shape = tuple(call.input_decls[0].shape)
@@ -188,7 +214,7 @@ def transpose(call: OpCall) -> list[np.ndarray]:
         used[p] = True
     for i in range(rank):
         call.error_if(in_shape[perms[i]] != out_shape[i], "shape1[perms[i]] != shape[i]")
-    return [np.ascontiguousarray(np.transpose(call.inputs[0], perms))]
+    return perms
 
 
 @register("RESHAPE_BLOCK_SCALED")

@@ -20,11 +20,12 @@ from ._broadcast import (
     apply_max,
     apply_min,
     broadcast_inputs,
+    check_broadcast,
     check_same_shape,
     nan_mode,
     to_f64,
 )
-from .registry import OpCall, register
+from .registry import OpCall, register, register_prepare
 
 I64 = np.int64
 
@@ -66,6 +67,23 @@ def _out(values: np.ndarray, call: OpCall) -> np.ndarray:
 
 def _add_sub(call: OpCall, sign: int) -> list[np.ndarray]:
     a, b, dt = _binary(call, _ADD_TYPES)
+    return _add_sub_values(call, a, b, dt, sign)
+
+
+@register_prepare("ADD", "SUB")
+def prepare_add_sub(call: OpCall):
+    """ADD/SUB with the (static) arity, type and broadcast checks made once.
+
+    A run relies on numpy's broadcasting, which equals the spec's once the ranks match.
+    """
+    call.check_arity(2, 1)
+    call.check_types(_ADD_TYPES)
+    check_broadcast(call, 0, 1)
+    dt, sign = call.in_dtype(0), (1 if call.op == "ADD" else -1)
+    return lambda run: _add_sub_values(run, run.inputs[0], run.inputs[1], dt, sign)
+
+
+def _add_sub_values(call: OpCall, a: np.ndarray, b: np.ndarray, dt: str, sign: int) -> list[np.ndarray]:
     if dt == "INT32":
         # apply_add_s / apply_sub_s: exact in int64, REQUIRE the result fits int32
         c = a.astype(I64) + sign * b.astype(I64)
@@ -229,6 +247,22 @@ def mul(call: OpCall) -> list[np.ndarray]:
     int8/int16 products widen to int32 (always exact). int32 with shift 0 keeps the low 32
     bits; with shift > 0 the int64 product is rounded, shifted and REQUIREd to fit int32.
     """
+    a, b = broadcast_inputs(call, *_mul_checks(call))
+    return _mul_values(call, a, b, _mul_shift(call))
+
+
+@register_prepare("MUL")
+def prepare_mul(call: OpCall):
+    """MUL with a constant shift: the checks (and the shift's REQUIREs) made once."""
+    if len(call.inputs) != 3 or call.inputs[2] is None:
+        return None
+    check_broadcast(call, *_mul_checks(call))
+    shift = _mul_shift(call)
+    return lambda run: _mul_values(run, run.inputs[0], run.inputs[1], shift)
+
+
+def _mul_checks(call: OpCall) -> tuple[int, int]:
+    """The ERROR_IFs of MUL but broadcasting; returns the indices of the broadcast inputs."""
     call.check_arity(3, 1)
     call.check_types(_MUL_TYPES)
     shift_decl = call.input_decls[2]
@@ -236,11 +270,20 @@ def mul(call: OpCall) -> list[np.ndarray]:
     call.error_if(
         tuple(shift_decl.shape) != (1,), f"shape(shift) != [1] ({list(shift_decl.shape)})"
     )
-    a, b = broadcast_inputs(call, 0, 1)
+    return 0, 1
+
+
+def _mul_shift(call: OpCall) -> int:
+    """The shift operand, with its REQUIREs."""
     dt = call.in_dtype(0)
     shift = int(np.asarray(call.inputs[2]).reshape(-1)[0])
     call.require(0 <= shift <= 63, f"0 <= shift <= 63 (shift {shift})")
     call.require(dt == "INT32" or shift == 0, f"shift == 0 for in_t {dt} (shift {shift})")
+    return shift
+
+
+def _mul_values(call: OpCall, a: np.ndarray, b: np.ndarray, shift: int) -> list[np.ndarray]:
+    dt = call.in_dtype(0)
     if dt in FP_TYPES:
         # the float64 product of two fp32 values is exact: one rounding to the output type
         with np.errstate(all="ignore"):  # 0 * inf -> NaN is the specified result
@@ -287,6 +330,24 @@ def table(call: OpCall) -> list[np.ndarray]:
     int16 follows ``apply_lookup_s``: the top 9 bits of ``value + 32768`` index the table,
     the low 7 bits interpolate linearly to the next entry, giving a 23-bit int32 result.
     """
+    _table_checks(call)
+    return [_lookup(call, call.inputs[0], np.asarray(call.inputs[1]).astype(I64).reshape(-1), None)]
+
+
+@register_prepare("TABLE")
+def prepare_table(call: OpCall):
+    """TABLE with a constant table: checks once, the table widened (and its slopes checked) once."""
+    if len(call.inputs) != 2 or call.inputs[1] is None:
+        return None
+    _table_checks(call)
+    tab = np.asarray(call.inputs[1]).astype(I64).reshape(-1)
+    # int16: whether every slope fits int16 (then no lookup can break the REQUIRE)
+    lo, hi = int_range("INT16")
+    slopes_fit = bool(np.all((np.diff(tab) >= lo) & (np.diff(tab) <= hi)))
+    return lambda run: [_lookup(run, run.inputs[0], tab, slopes_fit)]
+
+
+def _table_checks(call: OpCall) -> None:
     call.check_arity(2, 1)
     call.check_types(_TABLE_TYPES)
     check_same_shape(call, 0)
@@ -299,13 +360,17 @@ def table(call: OpCall) -> list[np.ndarray]:
     call.error_if(
         tdecl.shape[0] != size, f"length(table) != TABLE_SIZE ({tdecl.shape[0]} vs {size})"
     )
-    tab = np.asarray(call.inputs[1]).astype(I64).reshape(-1)
-    value = np.asarray(call.inputs[0]).astype(I64)
-    if dt == "INT8":
-        return [_out(tab[value + 128], call)]
+
+
+def _lookup(call: OpCall, x: np.ndarray, tab: np.ndarray, slopes_fit: bool | None) -> np.ndarray:
+    """The TABLE lookup of ``x`` in the int64 table ``tab`` (``slopes_fit``: see prepare_table)."""
+    value = np.asarray(x).astype(I64)
+    if call.in_dtype(0) == "INT8":
+        return _out(tab[value + 128], call)
     index = (value + 32768) >> 7
     fraction = value & 0x7F
     base = tab[index]
     slope = tab[index + 1] - base
-    _require_fits(call, slope, "INT16", "slope")
-    return [_out((base << 7) + slope * fraction, call)]
+    if not slopes_fit:
+        _require_fits(call, slope, "INT16", "slope")
+    return _out((base << 7) + slope * fraction, call)

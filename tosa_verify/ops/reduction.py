@@ -14,7 +14,7 @@ from ..dtypes import dtype_info
 from ..numerics import int_range, round_to_float
 from ._layout_support import check_rank
 from ._levels import MAX_RANK
-from .registry import OpCall, register
+from .registry import OpCall, register, register_prepare
 
 _FLOATS = ("FP16", "BF16", "FP32")
 
@@ -120,7 +120,18 @@ def reduce_product(call: OpCall) -> list[np.ndarray]:
 def reduce_sum(call: OpCall) -> list[np.ndarray]:
     """REDUCE_SUM: sum along ``axis``; INT32 exact with the spec's per-step overflow REQUIRE."""
     x, axis = _reduce_checks(call, ("INT32", *_FLOATS))
+    return [_sum(call, x, axis, call.out_dtype())]
+
+
+@register_prepare("REDUCE_SUM")
+def prepare_reduce_sum(call: OpCall):
+    """REDUCE_SUM with its (static) checks made once."""
+    _, axis = _reduce_checks(call, ("INT32", *_FLOATS))
     dtype = call.out_dtype()
+    return lambda run: [_sum(run, run.inputs[0], axis, dtype)]
+
+
+def _sum(call: OpCall, x: np.ndarray, axis: int, dtype: str) -> np.ndarray:
     if dtype == "INT32":
         # apply_add_s<i32_t> REQUIREs every partial sum (in the spec's order) to fit int32;
         # int64 cumulative sums of at most 2**31 int32 values cannot overflow.
@@ -131,9 +142,9 @@ def reduce_sum(call: OpCall) -> list[np.ndarray]:
             "apply_add_s<i32_t>: partial sum within int32",
         )
         total = np.sum(x.astype(np.int64), axis=axis, keepdims=True)
-        return [total.astype(np.int32)]
+        return total.astype(np.int32)
     # Float sums: a dot product with a vector of ones. float64 accumulation is far inside the
     # dot-product error bound, and a single final rounding to the output type.
     # "+ 0.0" because the spec's accumulator starts at +0: a sum of only -0.0 is +0.0.
     total = np.sum(x.astype(np.float64), axis=axis, keepdims=True) + 0.0
-    return [round_to_float(total, dtype)]
+    return round_to_float(total, dtype)

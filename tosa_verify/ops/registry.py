@@ -22,6 +22,13 @@ OpFunction = Callable[["OpCall"], Sequence[np.ndarray]]
 #: TOSA op name -> implementation. Filled by the op-family modules at import time.
 REGISTRY: dict[str, OpFunction] = {}
 
+#: TOSA op name -> optional ``prepare`` (see :func:`register_prepare`).
+PREPARE: dict[str, Callable[[OpCall], OpFunction | None]] = {}
+
+#: Ops an execution plan must not evaluate ahead of a run even when every input is constant
+#: (they read or change run state); see :mod:`tosa_verify.plan`.
+IMPURE: set[str] = set()
+
 
 def register(*op_names: str) -> Callable[[OpFunction], OpFunction]:
     """Register ``fn`` as the implementation of one or more TOSA ops.
@@ -42,6 +49,54 @@ def register(*op_names: str) -> Callable[[OpFunction], OpFunction]:
         return fn
 
     return decorate
+
+
+def register_prepare(*op_names: str) -> Callable[[Callable], Callable]:
+    """Register an optional ``prepare`` for ops already registered with :func:`register`.
+
+    An execution plan calls ``prepare(call)`` once per operator, before the first run, with
+    ``call.inputs[i]`` the value of input ``i`` when it is a constant and None otherwise. It makes
+    every ERROR_IF (and REQUIRE on constants) that does not depend on run-time data and returns a
+    kernel ``kernel(call) -> outputs`` that only computes (with the data-dependent checks); or
+    None to keep the op function. It must *raise* (``call.error_if``) where the op function
+    would, so that a bad operator keeps its op function and reports at run time, in order.
+
+    >>> @register("EXAMPLE_NOP")
+    ... def nop(call):
+    ...     call.check_arity(1, 1)
+    ...     return [call.inputs[0]]
+    >>> @register_prepare("EXAMPLE_NOP")
+    ... def prepare_nop(call):
+    ...     call.check_arity(1, 1)
+    ...     return lambda run: [run.inputs[0]]
+    >>> del REGISTRY["EXAMPLE_NOP"], PREPARE["EXAMPLE_NOP"]
+    """
+
+    def decorate(fn: Callable) -> Callable:
+        for name in op_names:
+            if name in PREPARE:
+                raise RuntimeError(f"TOSA op {name} has two prepare functions")
+            PREPARE[name] = fn
+            _PREPARED_FUNCTION[name] = REGISTRY.get(name)
+        return fn
+
+    return decorate
+
+
+#: op name -> the op function its prepare was registered with (see :func:`prepare_for`)
+_PREPARED_FUNCTION: dict[str, OpFunction | None] = {}
+
+
+def prepare_for(op_name: str) -> Callable | None:
+    """The op's ``prepare``, unless :data:`REGISTRY` now holds another function for the op.
+
+    A replaced op function (a test's or a caller's wrapper) must run as it is: the prepared
+    kernel would bypass it.
+    """
+    prepare = PREPARE.get(op_name)
+    if prepare is None or REGISTRY.get(op_name) is not _PREPARED_FUNCTION.get(op_name):
+        return None
+    return prepare
 
 
 @dataclass

@@ -19,8 +19,12 @@ def const_shape(call: OpCall) -> list[np.ndarray]:
     call.check_arity(0, 1)
     decl = call.output_decls[0]
     call.error_if(decl.dtype != "SHAPE", f"CONST_SHAPE output {decl.name!r} is {decl.dtype}, not shape_t")
-    call.error_if(decl.data is None, f"CONST_SHAPE output {decl.name!r} has no values")
-    values = np.asarray(decl.data, dtype=np.int64)
+    data = decl.data
+    if data is None and tuple(decl.shape) == (0,):
+        # the empty shape (of a rank-0 tensor, e.g. RESHAPE to a scalar) serializes no data
+        data = np.zeros(0, np.int64)
+    call.error_if(data is None, f"CONST_SHAPE output {decl.name!r} has no values")
+    values = np.asarray(data, dtype=np.int64)
     call.error_if(
         values.shape != tuple(decl.shape),
         f"CONST_SHAPE values have {values.size} elements, the shape declares rank {list(decl.shape)}",

@@ -26,7 +26,7 @@ from ..numerics import apply_scale_32, int_range, reciprocal_scale, saturate, wr
 from ._layout_support import shape_input
 from ._levels import MAX_KERNEL, MAX_RANK, MAX_STRIDE
 from ._mx import MX_ELEMENT_TYPES, SCALE_TYPE, block_size, expand_scales, scale_shape
-from .registry import OpCall, register
+from .registry import OpCall, register, register_prepare
 
 INT64 = np.int64
 F64 = np.float64
@@ -96,6 +96,9 @@ def _level(call: OpCall, values: Sequence[int], limit: int, what: str) -> None:
 
 #: GEMMs below this many multiply-adds run on one BLAS thread (see :func:`_gemm`).
 SMALL_GEMM = 1 << 26
+#: ... and below this many OpenBLAS uses one thread by itself (its SMP threshold, 65536 times
+#: GEMM_MULTITHREAD_THRESHOLD 4), so limiting its threads would only cost time.
+TINY_GEMM = 1 << 18
 _BLAS_CONTROLLER: list = []  # lazily created threadpoolctl.ThreadpoolController (or None)
 
 
@@ -117,8 +120,9 @@ def _gemm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     OpenBLAS threads gain little and, on a busy machine, spin-wait so badly that a layer can run
     ten times slower. Big products keep BLAS's default threading.
     """
-    controller = _blas_controller() if a.dtype.kind == "f" else None
-    if controller is None or a.size * b.shape[-1] >= SMALL_GEMM:  # multiply-adds of a @ b
+    macs = a.size * b.shape[-1]  # multiply-adds of a @ b
+    controller = _blas_controller() if a.dtype.kind == "f" and macs >= TINY_GEMM else None
+    if controller is None or macs >= SMALL_GEMM:
         return np.matmul(a, b)
     with controller.limit(limits=1, user_api="blas"):
         return np.matmul(a, b)
@@ -460,13 +464,11 @@ def _check_conv_geometry(
     return kernel, out_spatial
 
 
-def _conv_accumulate(x: np.ndarray, w: np.ndarray, dt, kernel, stride, dilation, pad, out_spatial,
-                     integer: bool = False) -> np.ndarray:
-    """Direct convolution sums of ``x`` [N, *S, IC] and ``w`` [OC, *K, IC], in dtype ``dt``
-    (``integer``: the operands are integers, so the one-GEMM im2col form is exact too)."""
-    n, ic, oc = x.shape[0], x.shape[-1], w.shape[0]
-    # [OC, *K, IC] -> [*K, IC, OC]: one [IC, OC] matrix per kernel tap
-    w_taps = np.ascontiguousarray(np.moveaxis(w, 0, -1))
+def _conv_sums(x: np.ndarray, w_taps: np.ndarray, dt, kernel, stride, dilation, pad, out_spatial,
+               integer: bool) -> np.ndarray:
+    """Direct convolution sums of ``x`` [N, *S, IC] with weight taps ``w_taps`` [*K, IC, OC], in
+    dtype ``dt`` (``integer``: integer operands, so the one-GEMM im2col form is exact too)."""
+    n, ic, oc = x.shape[0], x.shape[-1], w_taps.shape[-1]
     if all(k == 1 for k in kernel) and not any(pad):
         # pointwise: one GEMM over the strided input, no accumulator to zero and add into
         region = x[(slice(None), *(slice(None, o * st, st) for o, st in zip(out_spatial, stride, strict=True)))]
@@ -486,23 +488,75 @@ def _conv_accumulate(x: np.ndarray, w: np.ndarray, dt, kernel, stride, dilation,
     return _conv_taps(x, kernel, stride, dilation, pad[0::2], out_spatial, acc, contribute)
 
 
+def _conv_accumulate(x: np.ndarray, w: np.ndarray, dt, kernel, stride, dilation, pad, out_spatial,
+                     integer: bool = False) -> np.ndarray:
+    """Direct convolution sums of ``x`` [N, *S, IC] and ``w`` [OC, *K, IC], in dtype ``dt``."""
+    # [OC, *K, IC] -> [*K, IC, OC]: one [IC, OC] matrix per kernel tap
+    w_taps = np.ascontiguousarray(np.moveaxis(w, 0, -1))
+    return _conv_sums(x, w_taps, dt, kernel, stride, dilation, pad, out_spatial, integer)
+
+
 def _conv_nd(call: OpCall, spatial_rank: int) -> list[np.ndarray]:
     """CONV2D (spatial_rank 2) and CONV3D (3): weight ``[OC, *K, IC]``, NHWC / NDHWC layout."""
+    return [_conv_run(call, _conv_setup(call, spatial_rank))]
+
+
+def _conv_setup(call: OpCall, spatial_rank: int) -> dict:
+    """Every ERROR_IF of CONV2D/CONV3D; the static parameters :func:`_conv_run` computes with."""
     in_dt, w_dt, out_dt, _ = _check_conv_common(call, spatial_rank, spatial_rank + 2)
     pad = _ints(call, "pad", 2 * spatial_rank)
     stride = _ints(call, "stride", spatial_rank)
     dilation = _ints(call, "dilation", spatial_rank)
     kernel, out_spatial = _check_conv_geometry(call, 1, pad, stride, dilation)
-    oc, ic = call.input_decls[1].shape[0], call.input_decls[0].shape[-1]
+    n, ic, oc = call.input_decls[0].shape[0], call.input_decls[0].shape[-1], call.input_decls[1].shape[0]
     bias = _check_bias(call, oc)
+    return {"in_dt": in_dt, "w_dt": w_dt, "out_dt": out_dt, "pad": pad, "stride": stride,
+            "dilation": dilation, "n": n, "ic": ic, "oc": oc, "kernel": kernel,
+            "out_spatial": out_spatial, "bias": bias, "terms": int(np.prod(kernel)) * ic}
 
-    terms = int(np.prod(kernel)) * ic
-    x, w, dt, bound = _conv_operands(call, in_dt, w_dt, call.inputs[1], terms)
-    acc = _conv_accumulate(x, w, dt, kernel, stride, dilation, pad, out_spatial,
-                           integer=not _is_float(in_dt))
-    if _is_float(out_dt):
-        return [_finish_float(acc, bias, out_dt)]
-    return [_finish_int(acc, bias, out_dt, bound)]
+
+def _conv_run(call: OpCall, p: dict, weights: dict | None = None) -> np.ndarray:
+    """The convolution itself; ``weights`` caches the weight taps by compute dtype (prepared)."""
+    if weights is None:
+        x, w, dt, bound = _conv_operands(call, p["in_dt"], p["w_dt"], call.inputs[1], p["terms"])
+        # [OC, *K, IC] -> [*K, IC, OC]: one [IC, OC] matrix per kernel tap
+        w_taps = np.ascontiguousarray(np.moveaxis(w, 0, -1))
+    else:
+        x, dt, bound = _conv_input(call, p, weights)
+        w_taps = weights[dt]
+    acc = _conv_sums(x, w_taps, dt, p["kernel"], p["stride"], p["dilation"], p["pad"], p["out_spatial"],
+                     integer=not _is_float(p["in_dt"]))
+    if _is_float(p["out_dt"]):
+        return _finish_float(acc, p["bias"], p["out_dt"])
+    return _finish_int(acc, p["bias"], p["out_dt"], bound)
+
+
+def _conv_input(call: OpCall, p: dict, weights: dict) -> tuple[np.ndarray, type, int]:
+    """The input operand of a prepared convolution, in the dtype :func:`_conv_operands` picks."""
+    x = call.inputs[0]
+    if weights["float"]:
+        return x.astype(F64), F64, 0
+    xs, x_max = _shifted(x, weights["izp"])
+    dt, bound = _exact_dtype(p["terms"], x_max, weights["w_max"])
+    if dt not in weights:
+        weights[dt] = np.ascontiguousarray(np.moveaxis(weights["shifted"].astype(dt), 0, -1))
+    return xs.astype(dt, copy=False), dt, bound
+
+
+@register_prepare("CONV2D", "CONV3D")
+def prepare_conv(call: OpCall):
+    """CONV2D/CONV3D with constant weight, bias and zero points: checks once, weights converted once."""
+    if len(call.inputs) != 5 or any(v is None for v in call.inputs[1:]):
+        return None
+    p = _conv_setup(call, 3 if call.op == "CONV3D" else 2)
+    weights: dict = {"float": _is_float(p["in_dt"])}
+    if weights["float"]:
+        weights[F64] = np.ascontiguousarray(np.moveaxis(call.inputs[1].astype(F64), 0, -1))
+    else:
+        weights["izp"] = _zero_point(call, 3, p["in_dt"], "input_zp")
+        weights["shifted"], weights["w_max"] = _shifted(
+            call.inputs[1], _zero_point(call, 4, p["w_dt"], "weight_zp"))
+    return _quiet(lambda run: [_conv_run(run, p, weights)])
 
 
 @register("CONV2D")
@@ -634,6 +688,20 @@ def transpose_conv2d(call: OpCall) -> list[np.ndarray]:
 @_quiet
 def matmul(call: OpCall) -> list[np.ndarray]:
     """MATMUL: A [N,H,C] x B [N,C,W] -> [N,H,W], with A_zp / B_zp (int8 only)."""
+    return [_matmul(call, *_matmul_checks(call))]
+
+
+@register_prepare("MATMUL")
+def prepare_matmul(call: OpCall):
+    """MATMUL with constant zero points: every check once."""
+    if len(call.inputs) != 4 or call.inputs[2] is None or call.inputs[3] is None:
+        return None
+    params = _matmul_checks(call)
+    return _quiet(lambda run: [_matmul(run, *params)])
+
+
+def _matmul_checks(call: OpCall) -> tuple[str, str, int, int | float, int | float]:
+    """The ERROR_IFs of MATMUL; returns (in_t, out_t, C, A_zp, B_zp)."""
     call.check_arity(4, 1)
     in_dt, out_dt = call.in_dtype(0), call.out_dtype()
     call.error_if(call.in_dtype(1) != in_dt, "B element type != in_t")
@@ -657,15 +725,18 @@ def matmul(call: OpCall) -> list[np.ndarray]:
     # versions; the argument text ("must be zero for non-int8 types") is the intended rule.
     _check_zero_point(call, a_zp, in_dt, "A_zp")
     _check_zero_point(call, b_zp, in_dt, "B_zp")
+    return in_dt, out_dt, c, a_zp, b_zp
 
+
+def _matmul(call: OpCall, in_dt: str, out_dt: str, c: int, a_zp, b_zp) -> np.ndarray:
     a, b = call.inputs[0], call.inputs[1]
     if _is_float(in_dt):
-        return [_gemm(a.astype(F64), b.astype(F64)).astype(dtype_info(out_dt).working)]
+        return _gemm(a.astype(F64), b.astype(F64)).astype(dtype_info(out_dt).working)
     a64, a_max = _shifted(a, a_zp)
     b64, b_max = _shifted(b, b_zp)
     dt, bound = _exact_dtype(c, a_max, b_max)
     acc = _gemm(a64.astype(dt), b64.astype(dt))
-    return [_finish_int(acc, np.zeros(1, INT64), out_dt, bound)]
+    return _finish_int(acc, np.zeros(1, INT64), out_dt, bound)
 
 
 #: MATMUL_T (TOSA 1.1) floating-point operand types: the 1.0 float types plus the MX element
@@ -882,24 +953,41 @@ def _window_counts(
 
 
 @register("AVG_POOL2D")
+@_quiet
 def avg_pool2d(call: OpCall) -> list[np.ndarray]:
     """AVG_POOL2D: mean over each window's in-range values (padding not counted)."""
+    return [_avg_pool(call, _avg_pool_setup(call))]
+
+
+@register_prepare("AVG_POOL2D")
+def prepare_avg_pool2d(call: OpCall):
+    """AVG_POOL2D with constant zero points: checks, window counts and their scales once."""
+    if len(call.inputs) != 3 or call.inputs[1] is None or call.inputs[2] is None:
+        return None
+    p = _avg_pool_setup(call)
+    return _quiet(lambda run: [_avg_pool(run, p)])
+
+
+def _avg_pool_setup(call: OpCall) -> dict:
+    """The ERROR_IFs of AVG_POOL2D; window counts and (integer) their reciprocal scales."""
     call.check_arity(3, 1)
-    return _avg_pool(call, _pool_attrs(call))
+    return _avg_pool_params(call, _pool_attrs(call))
 
 
 @register("AVG_POOL2D_ADAPTIVE")
+@_quiet
 def avg_pool2d_adaptive(call: OpCall) -> list[np.ndarray]:
     """AVG_POOL2D_ADAPTIVE (TOSA 1.1): AVG_POOL2D with kernel, stride, pad as shape inputs.
 
     Inputs: input, input_zp, output_zp, kernel [2], stride [2], pad [4].
     """
     call.check_arity(6, 1)
-    return _avg_pool(call, _pool_shape_inputs(call, 3))
+    return [_avg_pool(call, _avg_pool_params(call, _pool_shape_inputs(call, 3)))]
 
 
-@_quiet
-def _avg_pool(call: OpCall, window: tuple[list[int], list[int], list[int]]) -> list[np.ndarray]:
+def _avg_pool_params(call: OpCall, window: tuple[list[int], list[int], list[int]]) -> dict:
+    """The ERROR_IFs of the average pools for a (kernel, stride, pad) window; window counts and
+    (integer) their reciprocal scales, for :func:`_avg_pool`."""
     dt, acc_dt = call.in_dtype(0), call.attrs.get("acc_type")
     call.error_if(call.out_dtype() != dt, "output element type != in_out_t")
     call.error_if(
@@ -916,30 +1004,30 @@ def _avg_pool(call: OpCall, window: tuple[list[int], list[int], list[int]]) -> l
         _window_counts(ih, oh, kernel[0], stride[0], pad[0]),
         _window_counts(iw, ow, kernel[1], stride[1], pad[2]),
     )[None, :, :, None]  # [1, OH, OW, 1]; >= 1 because pad < kernel
+    p = {"dt": dt, "in_zp": in_zp, "out_zp": out_zp, "kernel": kernel, "stride": stride,
+         "pad": pad, "shape": (n, oh, ow, c), "count": count}
+    if not _is_float(dt):
+        scales = {int(k): reciprocal_scale(int(k)) for k in np.unique(count)}
+        p["multiplier"] = np.vectorize(lambda k: scales[int(k)][0], otypes=[INT64])(count)
+        p["shift"] = np.vectorize(lambda k: scales[int(k)][1], otypes=[INT64])(count)
+    return p
 
+
+def _avg_pool(call: OpCall, p: dict) -> np.ndarray:
+    dt, shape = p["dt"], p["shape"]
+    kernel, stride, pad, out_hw = p["kernel"], p["stride"], p["pad"], shape[1:3]
     if _is_float(dt):
-        acc = _pool_taps(
-            call.inputs[0].astype(F64),
-            kernel,
-            stride,
-            pad,
-            (oh, ow),
-            np.zeros((n, oh, ow, c)),
-            np.add,
-        )
-        return [(acc / count).astype(dtype_info(dt).working)]
+        acc = _pool_taps(call.inputs[0].astype(F64), kernel, stride, pad, out_hw, np.zeros(shape), np.add)
+        return (acc / p["count"]).astype(dtype_info(dt).working)
     # The sum is exact in int64 (|sum| <= count * 2**16 <= 2**42). The spec's int32 acc_t makes
     # an int32 overflow a REQUIRE (only windows over 2**16 elements can); the reference model
     # wraps, and so do we.
-    x = call.inputs[0].astype(INT64) - in_zp
-    acc = _pool_taps(x, kernel, stride, pad, (oh, ow), np.zeros((n, oh, ow, c), INT64), np.add)
+    x = call.inputs[0].astype(INT64) - p["in_zp"]
+    acc = _pool_taps(x, kernel, stride, pad, out_hw, np.zeros(shape, INT64), np.add)
     acc = wrap(acc, "INT32")
-    scales = {int(k): reciprocal_scale(int(k)) for k in np.unique(count)}
-    multiplier = np.vectorize(lambda k: scales[int(k)][0], otypes=[INT64])(count)
-    shift = np.vectorize(lambda k: scales[int(k)][1], otypes=[INT64])(count)
-    out = apply_scale_32(acc, multiplier, shift, double_round=False) + out_zp
+    out = apply_scale_32(acc, p["multiplier"], p["shift"], double_round=False) + p["out_zp"]
     lo, hi = int_range(dt)
-    return [np.clip(out, lo, hi).astype(dtype_info(dt).working)]
+    return np.clip(out, lo, hi).astype(dtype_info(dt).working)
 
 
 @register("MAX_POOL2D")

@@ -14,7 +14,7 @@ from ..numerics import apply_scale_16, apply_scale_32, int_range, round_to_float
 from ._layout_support import check_rank
 from ._levels import MAX_RANK
 from ._mx import MX_ELEMENT_TYPES, SCALE_TYPE, block_size, expand_scales, scale_shape
-from .registry import OpCall, register
+from .registry import OpCall, register, register_prepare
 
 _FLOATS = ("FP16", "BF16", "FP32", "FP8E4M3", "FP8E5M2")
 _INTS = ("INT8", "INT16", "INT32")
@@ -105,6 +105,75 @@ def rescale(call: OpCall) -> list[np.ndarray]:
     axis. Unsigned INT8/INT16 values travel as the bit patterns of the signed working dtype, like
     tosa_reference_model's inputs and outputs.
     """
+    return [_rescale(call, call.inputs[0], _rescale_setup(call))]
+
+
+@register_prepare("RESCALE")
+def prepare_rescale(call: OpCall):
+    """RESCALE with constant multiplier, shift and zero points: every check but the data's, once."""
+    if len(call.inputs) != 5 or any(v is None for v in call.inputs[1:]):
+        return None
+    params = _rescale_setup(call)
+    fast = _proven_in_range(params)
+    if fast is None:
+        return lambda run: [_rescale(run, run.inputs[0], params)]
+    m, s, rounding, input_zp, mask, lo, hi, working = fast
+
+    def kernel(run: OpCall) -> list[np.ndarray]:
+        value = run.inputs[0].astype(np.int64)
+        if mask:
+            value &= mask  # zero_extend
+        if input_zp:
+            value -= input_zp
+        value *= m
+        value += rounding
+        value >>= s
+        np.maximum(value, lo, out=value)
+        np.minimum(value, hi, out=value)
+        return [value.astype(working)]
+
+    return kernel
+
+
+def _proven_in_range(params: tuple):
+    """Parameters of a RESCALE whose data REQUIREs hold for *every* input value, else None.
+
+    The scaled value is monotonic in the input (multiplier >= 0), so the extremes of the input
+    type bound every intermediate: when they pass the REQUIREs (value within the shift's range,
+    results within int32), no input can fail them, and a run skips the checks. Kept to the
+    common case: signed output, single rounding (or double rounding with every shift <= 31,
+    where it is the same), no int64 overflow in the product.
+    """
+    (in_t, out_t, scale32, rounding_mode, input_unsigned, output_unsigned, input_zp, output_zp,
+     m, s, bounds) = params
+    ms, ss = np.atleast_1d(m).tolist(), np.atleast_1d(s).tolist()
+    if output_unsigned or (rounding_mode == "DOUBLE_ROUND" and max(ss) > 31):
+        return None
+    lo_in, hi_in = int_range(in_t, unsigned=input_unsigned)
+    vmin, vmax = lo_in - input_zp, hi_in - input_zp
+    # every int64 intermediate of the kernel below, bounded
+    if max(abs(vmin), abs(vmax)) * max(ms) + (abs(output_zp) + 1 << max(ss)) >= 1 << 62:
+        return None
+    lo32, hi32 = _INT32_RANGE
+    for mc, sc in zip(ms, ss, strict=True):
+        if scale32 and not (-(1 << (sc - 1)) <= vmin and vmax < (1 << (sc - 1))):
+            return None
+        for v in (vmin, vmax):
+            r = (v * mc + (1 << (sc - 1))) >> sc
+            if not (lo32 <= r <= hi32 and lo32 <= r + output_zp <= hi32):
+                return None
+    # (v * m + round) >> s, then + output_zp: folded into the rounding term, exact because the
+    # zero point is an integer: ((v*m + round) >> s) + zp == (v*m + round + (zp << s)) >> s.
+    shift = s if not np.ndim(s) else np.asarray(s, np.int64)
+    mult = m if not np.ndim(m) else np.asarray(m, np.int64)
+    rounding = (np.int64(1) << (shift - 1)) + (np.int64(output_zp) << shift)
+    lo, hi = int_range(out_t)
+    mask = (1 << dtype_info(in_t).bits) - 1 if input_unsigned else 0
+    return mult, shift, rounding, input_zp, mask, np.int64(lo), np.int64(hi), dtype_info(out_t).working
+
+
+def _rescale_setup(call: OpCall) -> tuple:
+    """The ERROR_IFs and the scale REQUIREs of RESCALE; its parameters for :func:`_rescale`."""
     call.check_arity(5, 1)
     in_t, out_t = call.in_dtype(0), call.out_dtype()
     call.error_if(
@@ -173,21 +242,40 @@ def rescale(call: OpCall) -> list[np.ndarray]:
         call.require(bool(np.all(multiplier >= 0)), "multiplier >= 0")
         call.require(bool(np.all((shift >= 2) & (shift <= 62))), "2 <= shift && shift <= 62")
 
-    x = call.inputs[0]
+    m = multiplier if per_channel else multiplier[0]
+    s = shift if per_channel else shift[0]
+    bounds = (-np.left_shift(np.int64(1), s - 1), np.left_shift(np.int64(1), s - 1)) if scale32 else None
+    return (in_t, out_t, scale32, rounding_mode, input_unsigned, output_unsigned, input_zp, output_zp,
+            m, s, bounds)
+
+
+def _within(value: np.ndarray, lo, hi, *, inclusive: bool = True) -> bool:
+    """Every element in [lo, hi] (or [lo, hi) when not ``inclusive``); scalars bound by min/max."""
+    if not value.size:
+        return True
+    if np.ndim(lo) == 0 and np.ndim(hi) == 0:
+        top = value.max()
+        return bool(value.min() >= lo and (top <= hi if inclusive else top < hi))
+    return bool(np.all((value >= lo) & ((value <= hi) if inclusive else (value < hi))))
+
+
+def _rescale(call: OpCall, x: np.ndarray, params: tuple) -> np.ndarray:
+    """RESCALE of ``x`` with the parameters of :func:`_rescale_setup`, with its data REQUIREs."""
+    (in_t, out_t, scale32, rounding_mode, input_unsigned, output_unsigned, input_zp, output_zp,
+     m, s, bounds) = params
     if scale32 and rounding_mode != "DOUBLE_ROUND" and not input_unsigned and not output_unsigned and x.size:
-        return [_rescale_single_round(call, x, input_zp, output_zp, multiplier, shift, per_channel, out_t)]
-    value = call.inputs[0].astype(np.int64)
+        # the common case of quantized networks: float64 blocks where a bound proves them exact
+        return _rescale_single_round(call, x, input_zp, output_zp, np.atleast_1d(m).astype(np.int64),
+                                     np.atleast_1d(s).astype(np.int64), np.ndim(m) > 0, out_t)
+    value = x.astype(np.int64)
     if input_unsigned:
         value = value & ((1 << dtype_info(in_t).bits) - 1)  # zero_extend
     value = value - input_zp
     # Per-channel: multiplier[c] with c = index[rank - 1] broadcasts along the last axis.
-    m = multiplier if per_channel else multiplier[0]
-    s = shift if per_channel else shift[0]
+    lo32, hi32 = _INT32_RANGE
     if scale32:
-        lo_v = -np.left_shift(np.int64(1), s - 1)
-        hi_v = np.left_shift(np.int64(1), s - 1)
         call.require(
-            bool(np.all((value >= lo_v) & (value < hi_v))),
+            _within(value, *bounds, inclusive=False),
             "value >= (-1 << (shift - 1)) && value < (1 << (shift - 1))",
         )
         # INEXACT_ROUND permits any result within its error bound, and the exact single rounding
@@ -197,18 +285,11 @@ def rescale(call: OpCall) -> list[np.ndarray]:
         result = apply_scale_32(value, m, s, double_round=rounding_mode == "DOUBLE_ROUND")
     else:
         result = apply_scale_16(value, m, s)
-        lo32, hi32 = int_range("INT32")
-        call.require(
-            bool(np.all((result >= lo32) & (result <= hi32))), "apply_scale_16 result within int32"
-        )
+        call.require(_within(result, lo32, hi32), "apply_scale_16 result within int32")
 
     # apply_add_s<int32_t>(result, output_zp) REQUIREs the sum to fit int32.
     result = result + output_zp
-    lo32, hi32 = int_range("INT32")
-    call.require(
-        bool(np.all((result >= lo32) & (result <= hi32))),
-        "apply_add_s<int32_t>: result + output_zp within int32",
-    )
+    call.require(_within(result, lo32, hi32), "apply_add_s<int32_t>: result + output_zp within int32")
     if output_unsigned:
         # Clamp to [0, 2**bits - 1] and keep the bit pattern in the signed working dtype. (Read
         # literally, apply_clip_u's zero-extending compares would send negative results to the
@@ -216,7 +297,10 @@ def rescale(call: OpCall) -> list[np.ndarray]:
         out = wrap(saturate(result, out_t, unsigned=True), out_t)
     else:
         out = saturate(result, out_t)
-    return [out.astype(dtype_info(out_t).working)]
+    return out.astype(dtype_info(out_t).working)
+
+
+_INT32_RANGE = int_range("INT32")
 
 
 # --- TOSA 1.1 draft: MX block-scaled casts (EXT-MX*) ---------------------------------------------
