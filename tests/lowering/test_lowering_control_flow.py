@@ -4,11 +4,13 @@ fake-quant model (INT) on the reference model."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from lowering_checks import max_step_error
 
 import lowering
+import tosa_verify
 from lowering.serialize import read_tosa_ops
 
 
@@ -93,6 +95,7 @@ def test_cond_int_every_branch():
     assert lm.cpu_nodes == [] and "COND_IF" in lm.op_counts
     for x in COND_INPUTS:
         assert max_step_error(lm, (x,)) <= 1
+    _interpreter_agrees(lm, COND_INPUTS)
     # the fake-quant model follows the float model (each branch was calibrated)
     for x in COND_INPUTS:
         with torch.no_grad():
@@ -100,9 +103,19 @@ def test_cond_int_every_branch():
         assert float((q - f).abs().max()) < 0.05 * float(f.abs().max()) + 0.05
 
 
+def _interpreter_agrees(lm, inputs):
+    """Our interpreter runs the lowered control flow exactly as the reference model does."""
+    for x in inputs:
+        raw = lm.quantize_inputs(x)
+        ours = tosa_verify.run(lm.tosa, raw)
+        for o, r in zip(ours, lm.run_raw(raw), strict=True):
+            assert o.shape == np.asarray(r).shape and np.array_equal(o, np.asarray(r)), (o, r)
+
+
 def test_while_fp_trip_counts():
     lm = _fp_matches_torch(DoubleUntil(), LOOP_INPUTS)
     assert lm.op_counts.get("WHILE_LOOP") == 1
+    _interpreter_agrees(lm, LOOP_INPUTS)
 
 
 @pytest.mark.slow
@@ -117,6 +130,7 @@ def test_while_int_trip_counts():
             count = m(x)[1] - x.mean()
         got = lm.run(x)[1] - x.mean()  # the trip count survives quantization
         assert abs(float(got) - float(count)) < 0.5
+    _interpreter_agrees(lm, LOOP_INPUTS)
 
 
 def test_unsupported_op_in_a_branch_names_it():
@@ -144,3 +158,4 @@ def test_branch_returning_a_constant(profile):
         expected = M()(x)
         got = lm.run(x)[0]
         torch.testing.assert_close(got, expected, atol=2.5 / 255 + 1e-6, rtol=0)
+    _interpreter_agrees(lm, xs)
