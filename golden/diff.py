@@ -43,6 +43,23 @@ class Thresholds:
     float_atol: float = 1e-3
     float_rtol: float = 1e-3
 
+    @classmethod
+    def from_options(cls, max_sqnr_drop_db: float | None = None,
+                     max_cycles_increase_pct: float | None = None) -> Thresholds:
+        """The thresholds from command-line options (a cycle increase in percent); an option
+        left as None keeps its default. The one place the CLI, ``check`` and the pytest
+        fixture build thresholds.
+
+        >>> Thresholds.from_options(max_cycles_increase_pct=10).max_cycles_increase
+        0.1
+        >>> Thresholds.from_options() == Thresholds()
+        True
+        """
+        default = cls()
+        return cls(max_sqnr_drop_db=default.max_sqnr_drop_db if max_sqnr_drop_db is None else max_sqnr_drop_db,
+                   max_cycles_increase=default.max_cycles_increase if max_cycles_increase_pct is None
+                   else max_cycles_increase_pct / 100.0)
+
 
 @dataclass
 class Finding:

@@ -68,4 +68,4 @@ def tosa_golden(request: pytest.FixtureRequest) -> GoldenChecker:
     """Compare a model against its recorded golden (see module docstring)."""
     config = request.config
     root = config.getoption("--tosa-golden-dir") or Path(str(config.rootpath)) / "tests" / "goldens"
-    return GoldenChecker(GoldenStore(root), bool(config.getoption("--tosa-golden-update")), Thresholds())
+    return GoldenChecker(GoldenStore(root), bool(config.getoption("--tosa-golden-update")), Thresholds.from_options())

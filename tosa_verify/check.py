@@ -576,8 +576,8 @@ def _golden_case(args: argparse.Namespace, case: str, lowered: Any, programs: Se
                 "missing: record it with --update-golden")
     except GoldenError as exc:
         raise CheckError(str(exc)) from None
-    pct = 5.0 if args.max_cycles_increase is None else args.max_cycles_increase
-    report = golden_diff(old, new, Thresholds(max_cycles_increase=pct / 100.0), case=case)
+    thresholds = Thresholds.from_options(max_cycles_increase_pct=args.max_cycles_increase)
+    report = golden_diff(old, new, thresholds, case=case)
     status = report.cases[0].status if report.cases else "identical"
     return Gate("golden", not report.failed, f"{case}: {status}"), report, status
 

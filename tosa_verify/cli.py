@@ -148,7 +148,7 @@ def _cmd_lower(args: argparse.Namespace) -> int:
 def _cmd_golden(args: argparse.Namespace) -> int:
     from golden import Thresholds, diff
 
-    thresholds = Thresholds(max_sqnr_drop_db=args.max_sqnr_drop, max_cycles_increase=args.max_cycles_increase / 100)
+    thresholds = Thresholds.from_options(args.max_sqnr_drop, args.max_cycles_increase)
     report = diff(args.old, args.new, thresholds)
     print(report.format())
     if args.json:
