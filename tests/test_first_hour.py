@@ -179,7 +179,14 @@ def test_golden_report_is_readable(mlp_lowered):
     outputs_changed = any(not np.array_equal(old.outputs[k], new.outputs[k]) for k in old.outputs)
     input_changed = not np.array_equal(old.inputs["x"], new.inputs["x"])  # minmax: another input scale
     assert outputs_changed and input_changed  # the case this test is about
+    # the same change recorded under the old config label (as a golden from before configs were
+    # recorded would be) is compared numerically: the first change is named in words
+    relabelled = record_lowered(other, inputs, model=model, seed=0,
+                                quantization=lowering.QuantConfig(activation_observer="histogram"))
+    text = diff(old, relabelled, case="mlp/INT").format()
+    assert "{" not in text and "'" not in text, text
     assert "first changed tensor: the graph input x (its quantization)" in text, text
+    assert not re.search(r"\[(\w+) <- \1\]", text)
 
 
 # --------------------------------------------------------------------------- figures
