@@ -12,7 +12,7 @@ from fuzz.strategies import Builder  # tests/ is on sys.path
 
 from tosa_verify import reference
 from tosa_verify.compare import compare, compliance_config, verifier_available
-from tosa_verify.graph import Operator, Tensor
+from tosa_verify.graph import Block, Operator, Tensor
 
 
 def test_integers_exact_and_statistics():
@@ -164,3 +164,30 @@ def test_verdict_serializes():
 def test_the_verifier_library_is_available():
     # tosa-tools is a pinned dependency: FP compliance verdicts must never silently fall back.
     assert verifier_available()
+
+
+def test_op_facts_come_from_the_registration():
+    """A float op declared with its facts is judged, named and profiled without touching compare,
+    diff or profiles (issue 16); the spec's numbers stand for the real ops."""
+    from tosa_verify.diff import OPERAND_NAMES
+    from tosa_verify.ops.facts import FACTS, ulp
+    from tosa_verify.ops.registry import REGISTRY, register
+
+    @register("EXAMPLE_FLOAT_OP", operands=("input1", "scale"), compliance=ulp(3.0, BF16=4.0),
+              extensions=("EXT-EXAMPLE",))
+    def _example(call):
+        return [call.inputs[0]]
+
+    try:
+        assert compliance_config("EXAMPLE_FLOAT_OP", "FP32", (1,))["ulp_info"] == {"ulp": 3.0}
+        assert compliance_config("EXAMPLE_FLOAT_OP", "BF16", (1,))["ulp_info"] == {"ulp": 4.0}
+        assert compliance_config("EXAMPLE_FLOAT_OP", "INT8", (1,))["mode"] == "EXACT"
+        assert OPERAND_NAMES["EXAMPLE_FLOAT_OP"] == ("input1", "scale")
+    finally:
+        del REGISTRY["EXAMPLE_FLOAT_OP"], FACTS["EXAMPLE_FLOAT_OP"]
+    # the TOSA 1.0 compliance chapter: CONV2D's KS is KH*KW*IC (weight [OC, KH, KW, IC])
+    block = Block("main", [], {"x": Tensor("x", (1, 8, 8, 3), "FP16"), "w": Tensor("w", (4, 3, 5, 3), "FP16")},
+                  ["x", "w"], ["y"])
+    conv = Operator("CONV2D", {"acc_type": "FP16"}, ["x", "w"], ["y"])
+    assert compliance_config(conv, "FP16", (1, 6, 4, 4), block=block)["dot_product_info"]["ksb"] == 3 * 5 * 3
+    assert "EXAMPLE_FLOAT_OP" not in OPERAND_NAMES

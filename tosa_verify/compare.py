@@ -71,6 +71,9 @@ import numpy as np
 
 from .dtypes import DTYPES, dtype_info, to_working
 from .graph import Block, Operator
+from .ops import REGISTRY as _REGISTRY  # noqa: F401 - importing the ops declares their facts
+from .ops.facts import MX_DTYPES as _MX_TYPES
+from .ops.facts import facts_of
 
 __all__ = [
     "Verdict",
@@ -87,68 +90,12 @@ _MANTISSA = {"FP32": 23, "FP16": 10, "BF16": 7, "FP8E4M3": 3, "FP8E5M2": 2,
              # TOSA 1.1 MX types: the verifier library's Python front end cannot pass them, so
              # they are always judged by the ULP fallback (see _MX_TYPES)
              "FP6E2M3": 3, "FP6E3M2": 2, "FP4E2M1": 1, "FP8UE8M0": 0}
-_MX_TYPES = {"FP6E2M3", "FP6E3M2", "FP4E2M1", "FP8UE8M0"}
-_ULP_OPS = {"CEIL": 0.5, "FLOOR": 0.5, "RECIPROCAL": 1.0, "RSQRT": 2.0, "ERF": 5.0}
-_DOT_OPS = {
-    "CONV2D", "CONV3D", "DEPTHWISE_CONV2D", "TRANSPOSE_CONV2D", "MATMUL", "AVG_POOL2D",
-    "REDUCE_SUM", "FFT2D", "RFFT2D",
-    # TOSA 1.1 draft
-    "MATMUL_T", "AVG_POOL2D_ADAPTIVE", "MATMUL_T_BLOCK_SCALED", "CONV2D_BLOCK_SCALED",
+#: the info dictionary of each compliance mode in a desc.json entry
+_INFO_KEY = {
+    "ULP": "ulp_info", "ABS_ERROR": "abs_error_info", "DOT_PRODUCT": "dot_product_info",
+    "REDUCE_PRODUCT": "reduce_product_info", "MAX_RELATIVE": "max_relative_info",
+    "RESCALE_INEXACT": "rescale_inexact_info",
 }
-
-
-def _abs_error_info(op: str, dtype: str) -> dict[str, object]:
-    if op == "EXP":
-        return {"base_bound": {"FP32": 3.0}.get(dtype, 1.0)}
-    if op == "LOG":
-        return {"lower_bound": 0.5}
-    if op == "SIN":
-        max_compare = {"FP16": 0.00019174759848570515}.get(dtype, 3.6929244168796014e-38)
-        return {"base_bound": 2.0, "bound_as_magnitude": True, "normal_divisor": 2, "max_compare": max_compare}
-    if op == "COS":
-        return {"base_bound": 1.0, "bound_as_magnitude": True, "normal_divisor": 2}
-    if op == "TANH":
-        return {"lower_bound": 0.5, "base_bound": {"FP32": 12.0}.get(dtype, 4.0)}
-    return {}
-
-
-def _kernel_size(op: Operator | None, op_name: str, block: Block | None) -> int | None:
-    """KS of the TOSA dot-product compliance rule (number of products per output)."""
-    if op is None or block is None:
-        return None
-
-    def shape(i: int) -> tuple[int, ...] | None:
-        if i >= len(op.inputs):
-            return None
-        decl = block.tensors.get(op.inputs[i])
-        return decl.shape if decl is not None else None
-
-    x, w = shape(0), shape(1)
-    if op_name in ("CONV2D", "TRANSPOSE_CONV2D") and w is not None and len(w) == 4:
-        return int(w[1] * w[2] * w[3])
-    if op_name == "CONV3D" and w is not None and len(w) == 5:
-        return int(w[1] * w[2] * w[3] * w[4])
-    if op_name == "DEPTHWISE_CONV2D" and w is not None and len(w) == 4:
-        return int(w[0] * w[1])
-    if op_name in ("MATMUL", "MATMUL_T", "MATMUL_T_BLOCK_SCALED") and x is not None and len(x) == 3:
-        return int(x[2])
-    if op_name == "CONV2D_BLOCK_SCALED" and len(shape(2) or ()) == 4:
-        w2 = shape(2)
-        return int(w2[1] * w2[2] * w2[3])
-    if op_name == "AVG_POOL2D_ADAPTIVE" and len(op.inputs) > 3:
-        kernel = block.shapes.get(op.inputs[3]) or block.tensors.get(op.inputs[3])
-        return int(np.prod(kernel.data)) if kernel is not None and kernel.data is not None else None
-    if op_name == "AVG_POOL2D":
-        kernel = op.attrs.get("kernel") or []
-        return int(np.prod(kernel)) if kernel else None
-    if op_name == "REDUCE_SUM" and x is not None:
-        axis = int(op.attrs.get("axis", 0))
-        return int(x[axis]) if 0 <= axis < len(x) else None
-    if op_name == "FFT2D" and x is not None and len(x) == 3:
-        return int(2 * x[1] * x[2])
-    if op_name == "RFFT2D" and x is not None and len(x) == 3:
-        return int(x[1] * x[2])
-    return None
 
 
 def compliance_config(
@@ -173,65 +120,41 @@ def compliance_config(
     op_name = (op.op if isinstance(op, Operator) else (op or "")).upper()
     entry: dict[str, object] = {"mode": "EXACT", "data_type": dtype, "shape": [int(d) for d in shape]}
     attrs = op_obj.attrs if op_obj is not None else {}
-    if op_name == "RESCALE" and attrs.get("rounding_mode") == "INEXACT_ROUND":
-        entry["mode"] = "RESCALE_INEXACT"
-        entry["rescale_inexact_info"] = {"unsigned_data": bool(attrs.get("output_unsigned", False))}
-        return entry
+    facts = facts_of(op_name)
+    rule = facts.compliance_for(attrs)
     if "block_size" in attrs and op_name.endswith("BLOCK_SCALED"):
         entry["block_size"] = int(attrs["block_size"])  # type: ignore[arg-type]
-    if op_name == "CAST_TO_BLOCK_SCALED" and dtype in (*_MX_TYPES, "FP8E4M3", "FP8E5M2"):
-        # data and scale are judged as a pair by the verifier; one alone: ULP 1 of its format
-        entry.update(mode="ULP", ulp_info={"ulp": 1.0})
+    if rule is None or not rule.applies_to(dtype):
         return entry
-    if op_name == "CAST_FROM_BLOCK_SCALED" and dtype in _MANTISSA:
-        entry["mode"] = "FROM_BLOCK"
-        return entry
-    if dtype not in _MANTISSA or dtype in _MX_TYPES:
-        return entry
-    if op_name in ("ADD", "SUB", "MUL"):
-        entry.update(mode="ULP", ulp_info={"ulp": 1.0 if dtype == "BF16" else 0.5})
-    elif op_name == "CAST":
-        entry.update(mode="ULP", ulp_info={"ulp": 0.5, "ulp_lower": 1.0})
-    elif op_name in _ULP_OPS:
-        entry.update(mode="ULP", ulp_info={"ulp": _ULP_OPS[op_name]})
-    elif op_name in ("EXP", "LOG", "SIN", "COS", "TANH", "SIGMOID"):
-        entry["mode"] = "ABS_ERROR"
-        info = _abs_error_info(op_name, dtype)
-        if info:
-            entry["abs_error_info"] = info
-    elif op_name in _DOT_OPS:
-        ks = _kernel_size(op_obj, op_name, block) or 1
-        acc = str(attrs.get("acc_type", dtype))
-        acc_frac = _MANTISSA.get(acc, _MANTISSA[dtype])
-        ksb = math.ceil(ks / 2.0 ** ((acc_frac - _MANTISSA[dtype]) / 2))
-        in_types = []
-        if op_obj is not None and block is not None:
-            in_types = [block.tensors[n].dtype for n in op_obj.inputs[:2] if n in block.tensors]
-        factor = 3 if in_types and all(t == "FP32" for t in in_types) else 1
-        entry["mode"] = "DOT_PRODUCT"
-        entry["dot_product_info"] = {
-            "s": -1,
-            "ksb": int(ksb),
-            "abs_bound": int(2 * factor * ksb),
-            "variance_error_bound": 4 * 0.4 * ksb,
-        }
-    elif op_name == "REDUCE_PRODUCT":
-        n = 1
-        if op_obj is not None and block is not None and op_obj.inputs[0] in block.tensors:
-            in_shape = block.tensors[op_obj.inputs[0]].shape
-            axis = int(attrs.get("axis", 0))
-            n = int(in_shape[axis]) if 0 <= axis < len(in_shape) else 1
-        entry.update(mode="REDUCE_PRODUCT", reduce_product_info={"n": n})
-    elif op_name == "RESIZE":
-        entry["mode"] = "MAX_RELATIVE"
-        entry["max_relative_info"] = {
-            "max": float(max_abs_input) if max_abs_input is not None else -1.0,
-            "scale": 0.006,
-            "ulp_bound": 20.0,
-        }
-    elif op_name == "POW":
-        entry["mode"] = "PRECOMPUTED"
+    entry["mode"] = rule.mode
+    info = rule.info_for(dtype)
+    # the modes whose bound depends on the operator's shapes (the op's declared kernel size)
+    ks = facts.kernel_size(op_obj, block) if facts.kernel_size and op_obj is not None and block is not None else None
+    if rule.mode == "DOT_PRODUCT":
+        info = _dot_product_info(op_obj, block, dtype, str(attrs.get("acc_type", dtype)), ks or 1)
+    elif rule.mode == "REDUCE_PRODUCT":
+        info = {"n": ks or 1}
+    elif rule.mode == "MAX_RELATIVE":
+        info = {"max": float(max_abs_input) if max_abs_input is not None else -1.0, **info}
+    if info:
+        entry[_INFO_KEY[rule.mode]] = info
     return entry
+
+
+def _dot_product_info(op_obj: Operator | None, block: Block | None, dtype: str, acc: str, ks: int) -> dict:
+    """The DOT_PRODUCT bounds of a dot product of ``ks`` terms (TOSA 1.0 compliance chapter)."""
+    acc_frac = _MANTISSA.get(acc, _MANTISSA[dtype])
+    ksb = math.ceil(ks / 2.0 ** ((acc_frac - _MANTISSA[dtype]) / 2))
+    in_types = []
+    if op_obj is not None and block is not None:
+        in_types = [block.tensors[n].dtype for n in op_obj.inputs[:2] if n in block.tensors]
+    factor = 3 if in_types and all(t == "FP32" for t in in_types) else 1
+    return {
+        "s": -1,
+        "ksb": int(ksb),
+        "abs_bound": int(2 * factor * ksb),
+        "variance_error_bound": 4 * 0.4 * ksb,
+    }
 
 
 @dataclass

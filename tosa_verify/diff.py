@@ -52,6 +52,7 @@ from .dtypes import dtype_info, to_reference_form, to_working
 from .errors import TosaError, TosaInputError
 from .graph import Block, Graph, Operator, Region, Tensor, load
 from .interpreter import Inputs, Interpreter, Source, bind_inputs
+from .ops.facts import OperandNames
 
 __all__ = [
     "DiffReport",
@@ -78,38 +79,9 @@ _FLOAT_DTYPES = {"FP64", "FP32", "FP16", "BF16", "FP8E4M3", "FP8E5M2", "FP6E2M3"
 INHERITED = "inherited"
 _STATUS_ORDER = ["mismatch", "missing", INHERITED, "within_compliance", "exact", "unmatched"]
 
-#: Names of the operands of TOSA 1.0 operators whose extra inputs are parameters.
-OPERAND_NAMES: dict[str, tuple[str, ...]] = {
-    "RESCALE": ("input", "multiplier", "shift", "input_zp", "output_zp"),
-    "CONV2D": ("input", "weight", "bias", "input_zp", "weight_zp"),
-    "CONV3D": ("input", "weight", "bias", "input_zp", "weight_zp"),
-    "DEPTHWISE_CONV2D": ("input", "weight", "bias", "input_zp", "weight_zp"),
-    "TRANSPOSE_CONV2D": ("input", "weight", "bias", "input_zp", "weight_zp"),
-    "MATMUL": ("A", "B", "A_zp", "B_zp"),
-    "AVG_POOL2D": ("input", "input_zp", "output_zp"),
-    "NEGATE": ("input1", "input1_zp", "output_zp"),
-    "MUL": ("input1", "input2", "shift"),
-    "TABLE": ("input1", "table"),
-    "PAD": ("input1", "padding", "pad_const"),
-    "RESHAPE": ("input1", "shape"),
-    "SLICE": ("input1", "start", "size"),
-    "TILE": ("input1", "multiples"),
-    "RESIZE": ("input", "scale", "offset", "border"),
-    "GATHER": ("values", "indices"),
-    "SCATTER": ("values_in", "indices", "input"),
-    "SELECT": ("input1", "input2", "input3"),
-    # TOSA 1.1 draft
-    "MATMUL_T": ("A", "B", "A_zp", "B_zp"),
-    "AVG_POOL2D_ADAPTIVE": ("input", "input_zp", "output_zp", "kernel", "stride", "pad"),
-    "MAX_POOL2D_ADAPTIVE": ("input", "kernel", "stride", "pad"),
-    "ROW_GATHER": ("values", "indices", "row_count"),
-    "SLICE_SHAPE": ("input", "start", "size"),
-    "CAST_FROM_BLOCK_SCALED": ("input_data", "input_scale"),
-    "MATMUL_T_BLOCK_SCALED": ("A_data", "A_scale", "B_data", "B_scale"),
-    "CONV2D_BLOCK_SCALED": (
-        "input_data", "input_scale", "weight_data", "weight_scale", "bias", "pad", "stride", "dilation",
-    ),
-}
+#: Names of the operands of operators whose extra inputs are parameters (declared with each op's
+#: registration, see :mod:`tosa_verify.ops.facts`).
+OPERAND_NAMES: Mapping[str, tuple[str, ...]] = OperandNames()
 
 
 # --------------------------------------------------------------------------- report types

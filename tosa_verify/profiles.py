@@ -10,23 +10,15 @@ from __future__ import annotations
 from collections import Counter
 
 from .graph import Graph
+from .ops import REGISTRY as _REGISTRY  # noqa: F401 - importing the ops declares their facts
+from .ops.facts import facts_of, ops_with_extension
 
 _FLOAT = {"FP32", "FP16", "BF16", "FP8E4M3", "FP8E5M2"}
 _INT = {"INT4", "INT8", "INT16", "INT32", "INT48", "INT64"}
-#: TOSA 1.1 draft shape operators (EXT-SHAPE).
-SHAPE_OPS = {
-    "DIM", "ADD_SHAPE", "SUB_SHAPE", "MUL_SHAPE", "DIV_CEIL_SHAPE", "DIV_FLOOR_SHAPE", "MOD_SHAPE",
-    "MAX_SHAPE", "MIN_SHAPE", "EXP2_SHAPE", "LOG2_CEIL_SHAPE", "LOG2_FLOOR_SHAPE", "CONCAT_SHAPE",
-    "SLICE_SHAPE", "ASSERT_EQUAL_SHAPE",
-}
 #: MX element dtype -> its 1.1 extension (each also needs EXT-MX-COMMON).
 _MX_EXTENSIONS = {
     "FP4E2M1": "EXT-MX-FP4E2M1", "FP6E2M3": "EXT-MX-FP6E2M3", "FP6E3M2": "EXT-MX-FP6E3M2",
     "MXINT8": "EXT-MX-INT8",
-}
-_MX_OPS = {
-    "CAST_TO_BLOCK_SCALED", "CAST_FROM_BLOCK_SCALED", "CONV2D_BLOCK_SCALED", "MATMUL_T_BLOCK_SCALED",
-    "RESHAPE_BLOCK_SCALED", "ROW_GATHER_BLOCK_SCALED",
 }
 
 
@@ -53,23 +45,20 @@ def profiles_and_extensions(graph: Graph) -> tuple[list[str], list[str]]:
         profiles.append("PRO-INT")
     if dtypes & _FLOAT:
         profiles.append("PRO-FP")
-    int16_ops = {"CONV2D", "DEPTHWISE_CONV2D", "MATMUL", "TABLE", "MATMUL_T", "AVG_POOL2D_ADAPTIVE", "MAX_POOL2D_ADAPTIVE"}
-    if "INT48" in dtypes or ("INT16" in dtypes and ops & int16_ops):
+    if "INT48" in dtypes or ("INT16" in dtypes and any(facts_of(op).int16 for op in ops)):
         extensions.add("EXT-INT16")
     for dtype, ext in (("INT4", "EXT-INT4"), ("BF16", "EXT-BF16"), ("FP8E4M3", "EXT-FP8E4M3"), ("FP8E5M2", "EXT-FP8E5M2")):
         if dtype in dtypes:
             extensions.add(ext)
-    if ops & {"FFT2D", "RFFT2D"}:
-        extensions.add("EXT-FFT")
-    if ops & {"COND_IF", "WHILE_LOOP"}:
-        extensions.add("EXT-CONTROLFLOW")
-    if ops & {"VARIABLE", "VARIABLE_READ", "VARIABLE_WRITE"}:
-        extensions.add("EXT-VARIABLE")
-    scaled_fp8 = _fp8_of(graph, lambda op: op in _MX_OPS)
+    # the extensions the ops declare at registration (EXT-FFT, EXT-CONTROLFLOW, EXT-SHAPE, ...)
+    for op in ops:
+        extensions.update(facts_of(op).extensions)
+    mx_ops = ops_with_extension("EXT-MX-COMMON")
+    scaled_fp8 = _fp8_of(graph, lambda op: op in mx_ops)
     # FP8 met only as block-scaled data is EXT-MX-FP8*, not EXT-FP8*
-    plain_fp8 = _fp8_of(graph, lambda op: op not in _MX_OPS and op != "CONST")
+    plain_fp8 = _fp8_of(graph, lambda op: op not in mx_ops and op != "CONST")
     extensions -= {f"EXT-{d}" for d in scaled_fp8 - plain_fp8}
-    extensions |= _extensions_11(ops, dtypes, scaled_fp8)
+    extensions |= _extensions_11(dtypes, scaled_fp8)
     return profiles, sorted(extensions)
 
 
@@ -82,20 +71,16 @@ def _fp8_of(graph: Graph, which) -> set[str]:
     }
 
 
-def _extensions_11(ops: set[str], dtypes: set[str], scaled_fp8: set[str]) -> set[str]:
-    """The TOSA 1.1 draft extensions of a graph's ops and dtypes (``scaled_fp8``: FP8 dtypes
+def _extensions_11(dtypes: set[str], scaled_fp8: set[str]) -> set[str]:
+    """The TOSA 1.1 draft extensions of a graph's dtypes (``scaled_fp8``: FP8 dtypes
     used as block-scaled data, which need EXT-MX-FP8* rather than EXT-FP8*)."""
     found = set()
-    if ops & SHAPE_OPS:
-        found.add("EXT-SHAPE")
     if "INT64" in dtypes:
         found.add("EXT-INT64")
     mx = {ext for dtype, ext in _MX_EXTENSIONS.items() if dtype in dtypes}
     mx |= {f"EXT-MX-{d}" for d in scaled_fp8}
-    if mx or ops & _MX_OPS or "FP8UE8M0" in dtypes:
+    if mx or "FP8UE8M0" in dtypes:
         found |= mx | {"EXT-MX-COMMON"}
-    if "CONV2D_BLOCK_SCALED" in ops:
-        found.add("EXT-MXFP-CONV")
     return found
 
 

@@ -12,6 +12,7 @@ from scipy import special
 from ..dtypes import dtype_info
 from ..numerics import round_to_float
 from ._broadcast import FP_TYPES, apply_max, apply_min, check_same_shape, nan_mode, to_f64
+from .facts import abs_error, ulp
 from .registry import OpCall, register, register_prepare
 
 _FP = tuple((t, t) for t in FP_TYPES)
@@ -81,7 +82,7 @@ def _fp_activation(call: OpCall, fn) -> list[np.ndarray]:
         return [round_to_float(fn(to_f64(call.inputs[0])), call.in_dtype(0))]
 
 
-@register("ERF")
+@register("ERF", compliance=ulp(5.0))
 def erf(call: OpCall) -> list[np.ndarray]:
     """ERF: the error function ``2/sqrt(pi) * integral_0^x exp(-t*t) dt``."""
     return _fp_activation(call, special.erf)
@@ -92,13 +93,13 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-x))
 
 
-@register("SIGMOID")
+@register("SIGMOID", compliance=abs_error())
 def sigmoid(call: OpCall) -> list[np.ndarray]:
     """SIGMOID: ``1 / (1 + exp(-x))``."""
     return _fp_activation(call, _sigmoid)
 
 
-@register("TANH")
+@register("TANH", compliance=abs_error({"lower_bound": 0.5, "base_bound": 4.0}, FP32={"base_bound": 12.0}))
 def tanh(call: OpCall) -> list[np.ndarray]:
     """TANH: hyperbolic tangent (``±inf -> ±1``, keeps the sign of zero)."""
     return _fp_activation(call, np.tanh)

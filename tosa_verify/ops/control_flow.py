@@ -105,7 +105,7 @@ def _run_sub_graph(call: OpCall, block: Block, values: list[np.ndarray]) -> list
         raise error from exc
 
 
-@register("COND_IF")
+@register("COND_IF", extensions=("EXT-CONTROLFLOW",))
 def cond_if(call: OpCall) -> list[np.ndarray]:
     """COND_IF: run ``then_graph`` when the single-element bool condition is true, else ``else_graph``."""
     call.error_if(len(call.inputs) < 1, "COND_IF has no condition input")
@@ -152,7 +152,7 @@ def _check_while_interfaces(call: OpCall, cond_graph: Block, body_graph: Block) 
     call.error_if(cond_out[0].dtype != "BOOL", f"tosa_output_type(cond_graph) != bool_t: {cond_out[0].dtype}")
 
 
-@register("WHILE_LOOP")
+@register("WHILE_LOOP", extensions=("EXT-CONTROLFLOW",))
 def while_loop(call: OpCall) -> list[np.ndarray]:
     """WHILE_LOOP: run ``body_graph`` on the tensor list while ``cond_graph`` yields true."""
     _check_nesting(call)

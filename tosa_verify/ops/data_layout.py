@@ -58,7 +58,7 @@ def concat(call: OpCall) -> list[np.ndarray]:
     return [np.concatenate(call.inputs, axis=axis)]
 
 
-@register("PAD")
+@register("PAD", operands=("input1", "padding", "pad_const"))
 def pad(call: OpCall) -> list[np.ndarray]:
     """PAD: surround ``input1`` with ``pad_const``; ``padding`` is [start0, end0, start1, ...]."""
     call.check_arity(3, 1)
@@ -84,7 +84,7 @@ def pad(call: OpCall) -> list[np.ndarray]:
     return [out]
 
 
-@register("RESHAPE")
+@register("RESHAPE", operands=("input1", "shape"))
 def reshape(call: OpCall) -> list[np.ndarray]:
     """RESHAPE: same values in row-major order, new shape given by the ``shape`` operand."""
     return [np.reshape(call.inputs[0], _reshape_checks(call))]
@@ -131,7 +131,7 @@ def reverse(call: OpCall) -> list[np.ndarray]:
     return [np.ascontiguousarray(np.flip(call.inputs[0], axis=axis))]
 
 
-@register("SLICE")
+@register("SLICE", operands=("input1", "start", "size"))
 def slice_(call: OpCall) -> list[np.ndarray]:
     """SLICE: the block of ``input1`` starting at ``start`` with extent ``size``."""
     call.check_arity(3, 1)
@@ -159,7 +159,7 @@ def slice_(call: OpCall) -> list[np.ndarray]:
     return [np.ascontiguousarray(call.inputs[0][window])]
 
 
-@register("TILE")
+@register("TILE", operands=("input1", "multiples"))
 def tile(call: OpCall) -> list[np.ndarray]:
     """TILE: replicate ``input1`` ``multiples[i]`` times along each dimension i."""
     call.check_arity(2, 1)
@@ -217,7 +217,7 @@ def _transpose_checks(call: OpCall) -> list[int]:
     return perms
 
 
-@register("RESHAPE_BLOCK_SCALED")
+@register("RESHAPE_BLOCK_SCALED", extensions=("EXT-MX-COMMON",))
 def reshape_block_scaled(call: OpCall) -> list[np.ndarray]:
     """RESHAPE_BLOCK_SCALED (TOSA 1.1): RESHAPE of a tensor list (data, optional block scales).
 

@@ -25,6 +25,7 @@ from ._broadcast import (
     nan_mode,
     to_f64,
 )
+from .facts import PRECOMPUTED, ulp
 from .registry import OpCall, register, register_prepare
 
 I64 = np.int64
@@ -94,13 +95,13 @@ def _add_sub_values(call: OpCall, a: np.ndarray, b: np.ndarray, dt: str, sign: i
     return [round_to_float(c, dt)]
 
 
-@register("ADD")
+@register("ADD", compliance=ulp(0.5, BF16=1.0))
 def add(call: OpCall) -> list[np.ndarray]:
     """ADD: ``input1 + input2`` with broadcasting; int32 overflow is a REQUIRE failure."""
     return _add_sub(call, +1)
 
 
-@register("SUB")
+@register("SUB", compliance=ulp(0.5, BF16=1.0))
 def sub(call: OpCall) -> list[np.ndarray]:
     """SUB: ``input1 - input2`` with broadcasting; int32 overflow is a REQUIRE failure."""
     return _add_sub(call, -1)
@@ -240,7 +241,7 @@ _MUL_TYPES = (
 ) + tuple((t, t, "INT8", t) for t in FP_TYPES)
 
 
-@register("MUL")
+@register("MUL", operands=("input1", "input2", "shift"), compliance=ulp(0.5, BF16=1.0))
 def mul(call: OpCall) -> list[np.ndarray]:
     """MUL: ``input1 * input2``; for int32 an optional rounding right ``shift`` (input 3).
 
@@ -300,7 +301,7 @@ def _mul_values(call: OpCall, a: np.ndarray, b: np.ndarray, shift: int) -> list[
     return [_out(wrap(product, "INT32"), call)]
 
 
-@register("POW")
+@register("POW", compliance=PRECOMPUTED)
 def pow_(call: OpCall) -> list[np.ndarray]:
     """POW: ``input1 ** input2`` for floats.
 
@@ -323,7 +324,7 @@ def pow_(call: OpCall) -> list[np.ndarray]:
 _TABLE_TYPES = (("INT8", "INT8", "INT8"), ("INT16", "INT16", "INT32"))
 
 
-@register("TABLE")
+@register("TABLE", operands=("input1", "table"), int16=True)
 def table(call: OpCall) -> list[np.ndarray]:
     """TABLE: int8 lookup in a 256-entry table, or int16 interpolated lookup in 513 entries.
 

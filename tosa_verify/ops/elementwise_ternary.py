@@ -10,7 +10,7 @@ from .registry import OpCall, register
 _SELECT_TYPES = tuple(("BOOL", t, t, t) for t in ("BOOL", "INT8", "INT16", "INT32", *FP_TYPES))
 
 
-@register("SELECT")
+@register("SELECT", operands=("input1", "input2", "input3"))
 def select(call: OpCall) -> list[np.ndarray]:
     """SELECT: ``input1 ? input2 : input3`` elementwise, all three inputs broadcast.
 

@@ -15,6 +15,7 @@ import numpy as np
 from ..dtypes import dtype_info
 from ..numerics import count_leading_zeros32, int_range, round_to_float
 from ._broadcast import FP_TYPES, check_same_shape, to_f64
+from .facts import abs_error, ulp
 from .registry import OpCall, register
 
 I64 = np.int64
@@ -57,13 +58,13 @@ def bitwise_not(call: OpCall) -> list[np.ndarray]:
     return [np.invert(x)]
 
 
-@register("CEIL")
+@register("CEIL", compliance=ulp(0.5))
 def ceil(call: OpCall) -> list[np.ndarray]:
     """CEIL: round up to an integer; exact (the result is representable in the same type)."""
     return _fp_unary(call, np.ceil)
 
 
-@register("FLOOR")
+@register("FLOOR", compliance=ulp(0.5))
 def floor(call: OpCall) -> list[np.ndarray]:
     """FLOOR: round down to an integer; exact (the result is representable in the same type)."""
     return _fp_unary(call, np.floor)
@@ -76,25 +77,28 @@ def clz(call: OpCall) -> list[np.ndarray]:
     return [count_leading_zeros32(x).astype(np.int32)]
 
 
-@register("COS")
+@register("COS", compliance=abs_error({"base_bound": 1.0, "bound_as_magnitude": True, "normal_divisor": 2}))
 def cos(call: OpCall) -> list[np.ndarray]:
     """COS: cosine of radians (NaN for infinities)."""
     return _fp_unary(call, np.cos)
 
 
-@register("SIN")
+@register("SIN", compliance=abs_error(
+    {"base_bound": 2.0, "bound_as_magnitude": True, "normal_divisor": 2, "max_compare": 3.6929244168796014e-38},
+    FP16={"max_compare": 0.00019174759848570515},
+))
 def sin(call: OpCall) -> list[np.ndarray]:
     """SIN: sine of radians (NaN for infinities, keeps the sign of zero)."""
     return _fp_unary(call, np.sin)
 
 
-@register("EXP")
+@register("EXP", compliance=abs_error({"base_bound": 1.0}, FP32={"base_bound": 3.0}))
 def exp(call: OpCall) -> list[np.ndarray]:
     """EXP: ``e ** input1`` (``-inf -> +0``, ``+inf -> +inf``)."""
     return _fp_unary(call, np.exp)
 
 
-@register("LOG")
+@register("LOG", compliance=abs_error({"lower_bound": 0.5}))
 def log(call: OpCall) -> list[np.ndarray]:
     """LOG: natural logarithm; ``apply_log``'s ``±0 -> -inf`` and negative -> NaN are np.log's."""
     return _fp_unary(call, np.log)
@@ -114,7 +118,7 @@ _NEGATE_TYPES = (
 ) + tuple((t,) * 4 for t in FP_TYPES)
 
 
-@register("NEGATE")
+@register("NEGATE", operands=("input1", "input1_zp", "output_zp"))
 def negate(call: OpCall) -> list[np.ndarray]:
     """NEGATE: ``-(input1 - input1_zp) + output_zp`` clipped to the type's range.
 
@@ -155,7 +159,7 @@ def negate(call: OpCall) -> list[np.ndarray]:
     return [result.astype(dtype_info(dt).working)]
 
 
-@register("RECIPROCAL")
+@register("RECIPROCAL", compliance=ulp(1.0))
 def reciprocal(call: OpCall) -> list[np.ndarray]:
     """RECIPROCAL: ``1 / input1`` (``±0 -> ±inf``, ``±inf -> ±0``)."""
     return _fp_unary(call, lambda x: 1.0 / x)
@@ -166,7 +170,7 @@ def _rsqrt(x: np.ndarray) -> np.ndarray:
     return np.where(x < 0, np.nan, 1.0 / np.sqrt(np.where(x < 0, 1.0, x)))
 
 
-@register("RSQRT")
+@register("RSQRT", compliance=ulp(2.0))
 def rsqrt(call: OpCall) -> list[np.ndarray]:
     """RSQRT: ``1 / sqrt(input1)``; negative inputs give NaN."""
     return _fp_unary(call, _rsqrt)

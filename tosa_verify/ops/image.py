@@ -13,6 +13,7 @@ from ..dtypes import dtype_info
 from ..numerics import round_to_float
 from ._layout_support import check_rank, shape_input
 from ._levels import MAX_SCALE
+from .facts import Compliance
 from .registry import OpCall, register
 
 #: (in_t, out_t) per mode, from the spec's supported data types table.
@@ -54,7 +55,10 @@ def _axis_positions(out_len: int, in_len: int, scale_n: int, scale_d: int, offse
     return i0, i1, d
 
 
-@register("RESIZE")
+@register(
+    "RESIZE", operands=("input", "scale", "offset", "border"),
+    compliance=Compliance("MAX_RELATIVE", {"scale": 0.006, "ulp_bound": 20.0}),
+)
 def resize(call: OpCall) -> list[np.ndarray]:
     """RESIZE: NEAREST or BILINEAR resampling of the H and W axes of an NHWC tensor.
 

@@ -28,6 +28,7 @@ from ._tensor_common import (
     _tap_ranges,
     _zero_point,
 )
+from .facts import DOT_PRODUCT, attr_product, input_dims, shape_input_product
 from .registry import OpCall, register, register_prepare
 
 #: Supported (in_out_t, acc_t) of AVG_POOL2D.
@@ -112,7 +113,9 @@ def _window_counts(
     return np.minimum(start + kernel, in_size) - np.maximum(start, 0)
 
 
-@register("AVG_POOL2D")
+@register(
+    "AVG_POOL2D", operands=("input", "input_zp", "output_zp"), compliance=DOT_PRODUCT, kernel_size=attr_product("kernel"),
+)
 @_quiet
 def avg_pool2d(call: OpCall) -> list[np.ndarray]:
     """AVG_POOL2D: mean over each window's in-range values (padding not counted)."""
@@ -134,7 +137,10 @@ def _avg_pool_setup(call: OpCall) -> dict:
     return _avg_pool_params(call, _pool_attrs(call))
 
 
-@register("AVG_POOL2D_ADAPTIVE")
+@register(
+    "AVG_POOL2D_ADAPTIVE", operands=("input", "input_zp", "output_zp", "kernel", "stride", "pad"), compliance=DOT_PRODUCT,
+    kernel_size=shape_input_product(3), int16=True,
+)
 @_quiet
 def avg_pool2d_adaptive(call: OpCall) -> list[np.ndarray]:
     """AVG_POOL2D_ADAPTIVE (TOSA 1.1): AVG_POOL2D with kernel, stride, pad as shape inputs.
@@ -207,7 +213,7 @@ def max_pool2d(call: OpCall) -> list[np.ndarray]:
     return _max_pool(call, _pool_attrs(call))
 
 
-@register("MAX_POOL2D_ADAPTIVE")
+@register("MAX_POOL2D_ADAPTIVE", operands=("input", "kernel", "stride", "pad"), int16=True)
 def max_pool2d_adaptive(call: OpCall) -> list[np.ndarray]:
     """MAX_POOL2D_ADAPTIVE (TOSA 1.1): MAX_POOL2D with kernel [2], stride [2], pad [4] inputs."""
     call.check_arity(4, 1)
@@ -294,7 +300,9 @@ def _power_of_two(value: int) -> bool:
     return value >= 1 and value & (value - 1) == 0
 
 
-@register("FFT2D")
+@register(
+    "FFT2D", compliance=DOT_PRODUCT, kernel_size=input_dims(0, (1, 2), rank=3, factor=2), extensions=("EXT-FFT",),
+)
 @_quiet
 def fft2d(call: OpCall) -> list[np.ndarray]:
     """FFT2D: unnormalized complex 2D DFT of [N,H,W] (inverse: positive exponent)."""
@@ -320,7 +328,9 @@ def fft2d(call: OpCall) -> list[np.ndarray]:
     return [y.real.astype(np.float32), y.imag.astype(np.float32)]
 
 
-@register("RFFT2D")
+@register(
+    "RFFT2D", compliance=DOT_PRODUCT, kernel_size=input_dims(0, (1, 2), rank=3), extensions=("EXT-FFT",),
+)
 @_quiet
 def rfft2d(call: OpCall) -> list[np.ndarray]:
     """RFFT2D: unnormalized 2D DFT of real [N,H,W], first W/2+1 columns."""

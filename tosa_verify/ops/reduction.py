@@ -14,6 +14,7 @@ from ..dtypes import dtype_info
 from ..numerics import int_range, round_to_float
 from ._layout_support import check_rank
 from ._levels import MAX_RANK
+from .facts import DOT_PRODUCT, REDUCE_PRODUCT, axis_dim
 from .registry import OpCall, register, register_prepare
 
 _FLOATS = ("FP16", "BF16", "FP32")
@@ -108,7 +109,7 @@ def reduce_min(call: OpCall) -> list[np.ndarray]:
     return _extreme(call, largest=False)
 
 
-@register("REDUCE_PRODUCT")
+@register("REDUCE_PRODUCT", compliance=REDUCE_PRODUCT, kernel_size=axis_dim)
 def reduce_product(call: OpCall) -> list[np.ndarray]:
     """REDUCE_PRODUCT: product along ``axis`` (floats only), float64 then one rounding."""
     x, axis = _reduce_checks(call, _FLOATS)
@@ -116,7 +117,7 @@ def reduce_product(call: OpCall) -> list[np.ndarray]:
     return [round_to_float(product, call.out_dtype())]
 
 
-@register("REDUCE_SUM")
+@register("REDUCE_SUM", compliance=DOT_PRODUCT, kernel_size=axis_dim)
 def reduce_sum(call: OpCall) -> list[np.ndarray]:
     """REDUCE_SUM: sum along ``axis``; INT32 exact with the spec's per-step overflow REQUIRE."""
     x, axis = _reduce_checks(call, ("INT32", *_FLOATS))

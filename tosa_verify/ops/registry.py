@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import TosaRequireError, TosaValidationError
+from .facts import FACTS, Compliance, ComplianceRule, KernelSize, OpFacts
 
 if TYPE_CHECKING:
     from ..graph import Operator, Tensor
@@ -30,22 +31,37 @@ PREPARE: dict[str, Callable[[OpCall], OpFunction | None]] = {}
 IMPURE: set[str] = set()
 
 
-def register(*op_names: str) -> Callable[[OpFunction], OpFunction]:
-    """Register ``fn`` as the implementation of one or more TOSA ops.
+def register(
+    *op_names: str,
+    operands: Sequence[str] = (),
+    compliance: Compliance | ComplianceRule | None = None,
+    kernel_size: KernelSize | None = None,
+    extensions: Sequence[str] = (),
+    int16: bool = False,
+) -> Callable[[OpFunction], OpFunction]:
+    """Register ``fn`` as the implementation of one or more TOSA ops, with the ops' facts.
 
-    >>> @register("EXAMPLE_NOP")
+    The keyword arguments are the op's facts (:class:`tosa_verify.ops.facts.OpFacts`): operand
+    names, the compliance mode of a float result, the kernel size of a dot product, the
+    extensions the op needs. They are declared here, once, and read by ``compare``, ``diff`` and
+    ``profiles``.
+
+    >>> from tosa_verify.ops.facts import FACTS, ulp
+    >>> @register("EXAMPLE_NOP", operands=("input1",), compliance=ulp(0.5))
     ... def nop(call):
     ...     return [call.inputs[0]]
-    >>> "EXAMPLE_NOP" in REGISTRY
-    True
-    >>> del REGISTRY["EXAMPLE_NOP"]
+    >>> "EXAMPLE_NOP" in REGISTRY, FACTS["EXAMPLE_NOP"].operands
+    (True, ('input1',))
+    >>> del REGISTRY["EXAMPLE_NOP"], FACTS["EXAMPLE_NOP"]
     """
+    facts = OpFacts(tuple(operands), compliance, kernel_size, tuple(extensions), int16)
 
     def decorate(fn: OpFunction) -> OpFunction:
         for name in op_names:
             if name in REGISTRY:
                 raise RuntimeError(f"TOSA op {name} registered twice")
             REGISTRY[name] = fn
+            FACTS[name] = facts
         return fn
 
     return decorate
@@ -69,7 +85,7 @@ def register_prepare(*op_names: str) -> Callable[[Callable], Callable]:
     ... def prepare_nop(call):
     ...     call.check_arity(1, 1)
     ...     return lambda run: [run.inputs[0]]
-    >>> del REGISTRY["EXAMPLE_NOP"], PREPARE["EXAMPLE_NOP"]
+    >>> del REGISTRY["EXAMPLE_NOP"], PREPARE["EXAMPLE_NOP"], FACTS["EXAMPLE_NOP"]
     """
 
     def decorate(fn: Callable) -> Callable:

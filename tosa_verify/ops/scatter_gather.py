@@ -26,7 +26,7 @@ def _indices(call: OpCall, i: int, n: int, k: int) -> np.ndarray:
     return idx
 
 
-@register("GATHER")
+@register("GATHER", operands=("values", "indices"))
 def gather(call: OpCall) -> list[np.ndarray]:
     """GATHER: ``output[n, w, c] = values[n, indices[n, w], c]``."""
     call.check_arity(2, 1)
@@ -50,7 +50,7 @@ def gather(call: OpCall) -> list[np.ndarray]:
     return [np.take_along_axis(call.inputs[0], idx[:, :, None], axis=1)]
 
 
-@register("SCATTER")
+@register("SCATTER", operands=("values_in", "indices", "input"))
 def scatter(call: OpCall) -> list[np.ndarray]:
     """SCATTER: ``values_in`` with rows ``indices[n, w]`` replaced by ``input[n, w, :]``.
 
@@ -136,7 +136,7 @@ def _check_row_gather_shapes(call: OpCall, values: int, output: int, rows: int, 
     return n, k, c
 
 
-@register("ROW_GATHER")
+@register("ROW_GATHER", operands=("values", "indices", "row_count"))
 def row_gather(call: OpCall) -> list[np.ndarray]:
     """ROW_GATHER (TOSA 1.1): ``row_count`` consecutive rows from each index.
 
@@ -153,7 +153,7 @@ def row_gather(call: OpCall) -> list[np.ndarray]:
     return [_gather_rows(call.inputs[0], idx, rows)]
 
 
-@register("ROW_GATHER_BLOCK_SCALED")
+@register("ROW_GATHER_BLOCK_SCALED", extensions=("EXT-MX-COMMON",))
 def row_gather_block_scaled(call: OpCall) -> list[np.ndarray]:
     """ROW_GATHER_BLOCK_SCALED (TOSA 1.1): ROW_GATHER of a tensor list (data, optional scales).
 

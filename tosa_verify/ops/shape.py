@@ -72,7 +72,7 @@ def _nonneg_divisible(call: OpCall, a: list[int], b: list[int]) -> None:
         call.require(y >= 1, "input2[index] >= 1")
 
 
-@register("ADD_SHAPE")
+@register("ADD_SHAPE", extensions=("EXT-SHAPE",))
 def add_shape(call: OpCall) -> list[np.ndarray]:
     """ADD_SHAPE: elementwise ``input1 + input2`` of two shapes.
 
@@ -82,21 +82,21 @@ def add_shape(call: OpCall) -> list[np.ndarray]:
     return _shape_result(call, [x + y for x, y in zip(a, b, strict=True)])
 
 
-@register("SUB_SHAPE")
+@register("SUB_SHAPE", extensions=("EXT-SHAPE",))
 def sub_shape(call: OpCall) -> list[np.ndarray]:
     """SUB_SHAPE: elementwise ``input1 - input2`` (``[5, 4] - [1, 2] -> [4, 2]``)."""
     a, b = _binary_shape(call)
     return _shape_result(call, [x - y for x, y in zip(a, b, strict=True)])
 
 
-@register("MUL_SHAPE")
+@register("MUL_SHAPE", extensions=("EXT-SHAPE",))
 def mul_shape(call: OpCall) -> list[np.ndarray]:
     """MUL_SHAPE: elementwise ``input1 * input2`` (``[2, 3] * [4, 1] -> [8, 3]``)."""
     a, b = _binary_shape(call)
     return _shape_result(call, [x * y for x, y in zip(a, b, strict=True)])
 
 
-@register("DIV_CEIL_SHAPE")
+@register("DIV_CEIL_SHAPE", extensions=("EXT-SHAPE",))
 def div_ceil_shape(call: OpCall) -> list[np.ndarray]:
     """DIV_CEIL_SHAPE: elementwise ceil(input1 / input2) of non-negative by positive values.
 
@@ -107,7 +107,7 @@ def div_ceil_shape(call: OpCall) -> list[np.ndarray]:
     return _shape_result(call, [-(-x // y) for x, y in zip(a, b, strict=True)])
 
 
-@register("DIV_FLOOR_SHAPE")
+@register("DIV_FLOOR_SHAPE", extensions=("EXT-SHAPE",))
 def div_floor_shape(call: OpCall) -> list[np.ndarray]:
     """DIV_FLOOR_SHAPE: elementwise floor(input1 / input2) (``[7, 8] / [2, 2] -> [3, 4]``)."""
     a, b = _binary_shape(call)
@@ -115,7 +115,7 @@ def div_floor_shape(call: OpCall) -> list[np.ndarray]:
     return _shape_result(call, [x // y for x, y in zip(a, b, strict=True)])
 
 
-@register("MOD_SHAPE")
+@register("MOD_SHAPE", extensions=("EXT-SHAPE",))
 def mod_shape(call: OpCall) -> list[np.ndarray]:
     """MOD_SHAPE: elementwise ``input1 % input2`` (``[7, 8] % [3, 3] -> [1, 2]``)."""
     a, b = _binary_shape(call)
@@ -123,21 +123,21 @@ def mod_shape(call: OpCall) -> list[np.ndarray]:
     return _shape_result(call, [x % y for x, y in zip(a, b, strict=True)])
 
 
-@register("MAX_SHAPE")
+@register("MAX_SHAPE", extensions=("EXT-SHAPE",))
 def max_shape(call: OpCall) -> list[np.ndarray]:
     """MAX_SHAPE: elementwise maximum of two shapes (``[1, 5], [2, 3] -> [2, 5]``)."""
     a, b = _binary_shape(call)
     return _shape_result(call, [max(x, y) for x, y in zip(a, b, strict=True)])
 
 
-@register("MIN_SHAPE")
+@register("MIN_SHAPE", extensions=("EXT-SHAPE",))
 def min_shape(call: OpCall) -> list[np.ndarray]:
     """MIN_SHAPE: elementwise minimum of two shapes (``[1, 5], [2, 3] -> [1, 3]``)."""
     a, b = _binary_shape(call)
     return _shape_result(call, [min(x, y) for x, y in zip(a, b, strict=True)])
 
 
-@register("EXP2_SHAPE")
+@register("EXP2_SHAPE", extensions=("EXT-SHAPE",))
 def exp2_shape(call: OpCall) -> list[np.ndarray]:
     """EXP2_SHAPE: elementwise ``1 << input`` (``[0, 3] -> [1, 8]``)."""
     call.check_arity(1, 1)
@@ -156,19 +156,19 @@ def _log2_shape(call: OpCall) -> list[int]:
     return values
 
 
-@register("LOG2_CEIL_SHAPE")
+@register("LOG2_CEIL_SHAPE", extensions=("EXT-SHAPE",))
 def log2_ceil_shape(call: OpCall) -> list[np.ndarray]:
     """LOG2_CEIL_SHAPE: elementwise ceil(log2(input)) (``[1, 5, 8] -> [0, 3, 3]``)."""
     return _shape_result(call, [(v - 1).bit_length() for v in _log2_shape(call)])
 
 
-@register("LOG2_FLOOR_SHAPE")
+@register("LOG2_FLOOR_SHAPE", extensions=("EXT-SHAPE",))
 def log2_floor_shape(call: OpCall) -> list[np.ndarray]:
     """LOG2_FLOOR_SHAPE: elementwise floor(log2(input)) (``[1, 5, 8] -> [0, 2, 3]``)."""
     return _shape_result(call, [v.bit_length() - 1 for v in _log2_shape(call)])
 
 
-@register("CONCAT_SHAPE")
+@register("CONCAT_SHAPE", extensions=("EXT-SHAPE",))
 def concat_shape(call: OpCall) -> list[np.ndarray]:
     """CONCAT_SHAPE: the input shapes joined end to end (``[1], [2, 3] -> [1, 2, 3]``)."""
     call.check_arity(tuple(range(1, 1 << 16)), 1)
@@ -185,7 +185,7 @@ def concat_shape(call: OpCall) -> list[np.ndarray]:
     return _shape_result(call, joined)
 
 
-@register("SLICE_SHAPE")
+@register("SLICE_SHAPE", operands=("input", "start", "size"), extensions=("EXT-SHAPE",))
 def slice_shape(call: OpCall) -> list[np.ndarray]:
     """SLICE_SHAPE: ``input[start : start + size]`` (``[4, 5, 6], start 1, size 2 -> [5, 6]``)."""
     call.check_arity(3, 1)
@@ -201,7 +201,7 @@ def slice_shape(call: OpCall) -> list[np.ndarray]:
     return _shape_result(call, values[start : start + size])
 
 
-@register("ASSERT_EQUAL_SHAPE")
+@register("ASSERT_EQUAL_SHAPE", extensions=("EXT-SHAPE",))
 def assert_equal_shape(call: OpCall) -> list[np.ndarray]:
     """ASSERT_EQUAL_SHAPE: ERROR_IF two shapes differ (a 1 may broadcast if ``allow_broadcast``).
 
@@ -221,7 +221,7 @@ def assert_equal_shape(call: OpCall) -> list[np.ndarray]:
     return []
 
 
-@register("DIM")
+@register("DIM", extensions=("EXT-SHAPE",))
 def dim(call: OpCall) -> list[np.ndarray]:
     """DIM: the size of dimension ``axis`` of the input tensor, as a one-element shape.
 

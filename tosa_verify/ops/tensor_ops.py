@@ -50,6 +50,7 @@ from ._tensor_common import (
     _zero_padded,
     _zero_point,
 )
+from .facts import DOT_PRODUCT, input_dims
 from .registry import OpCall, register, register_prepare
 
 #: Supported (in_t, weight_t, out_t, acc_t) of CONV2D, CONV3D, DEPTHWISE_CONV2D, TRANSPOSE_CONV2D.
@@ -282,21 +283,30 @@ def prepare_conv(call: OpCall):
     return _quiet(lambda run: [_conv_run(run, p, weights)])
 
 
-@register("CONV2D")
+@register(
+    "CONV2D", operands=("input", "weight", "bias", "input_zp", "weight_zp"), compliance=DOT_PRODUCT,
+    kernel_size=input_dims(1, (1, 2, 3), rank=4), int16=True,
+)
 @_quiet
 def conv2d(call: OpCall) -> list[np.ndarray]:
     """CONV2D: input [N,IH,IW,IC], weight [OC,KH,KW,IC], bias [BC] -> [N,OH,OW,OC]."""
     return _conv_nd(call, 2)
 
 
-@register("CONV3D")
+@register(
+    "CONV3D", operands=("input", "weight", "bias", "input_zp", "weight_zp"), compliance=DOT_PRODUCT,
+    kernel_size=input_dims(1, (1, 2, 3, 4), rank=5),
+)
 @_quiet
 def conv3d(call: OpCall) -> list[np.ndarray]:
     """CONV3D: input [N,ID,IH,IW,IC], weight [OC,KD,KH,KW,IC], bias [BC] -> [N,OD,OH,OW,OC]."""
     return _conv_nd(call, 3)
 
 
-@register("DEPTHWISE_CONV2D")
+@register(
+    "DEPTHWISE_CONV2D", operands=("input", "weight", "bias", "input_zp", "weight_zp"), compliance=DOT_PRODUCT,
+    kernel_size=input_dims(1, (0, 1), rank=4), int16=True,
+)
 @_quiet
 def depthwise_conv2d(call: OpCall) -> list[np.ndarray]:
     """DEPTHWISE_CONV2D: input [N,IH,IW,C], weight [KH,KW,C,M], bias [BC] -> [N,OH,OW,C*M]."""
@@ -357,7 +367,10 @@ def depthwise_conv2d(call: OpCall) -> list[np.ndarray]:
     return [_finish_int(acc, bias, out_dt, bound)]
 
 
-@register("TRANSPOSE_CONV2D")
+@register(
+    "TRANSPOSE_CONV2D", operands=("input", "weight", "bias", "input_zp", "weight_zp"), compliance=DOT_PRODUCT,
+    kernel_size=input_dims(1, (1, 2, 3), rank=4),
+)
 @_quiet
 def transpose_conv2d(call: OpCall) -> list[np.ndarray]:
     """TRANSPOSE_CONV2D: input [N,IH,IW,IC], weight [OC,KH,KW,IC], bias [BC] -> [N,OH,OW,OC].
@@ -419,7 +432,10 @@ def transpose_conv2d(call: OpCall) -> list[np.ndarray]:
 # --------------------------------------------------------------------------------------------
 
 
-@register("MATMUL")
+@register(
+    "MATMUL", operands=("A", "B", "A_zp", "B_zp"), compliance=DOT_PRODUCT, kernel_size=input_dims(0, (2,), rank=3),
+    int16=True,
+)
 @_quiet
 def matmul(call: OpCall) -> list[np.ndarray]:
     """MATMUL: A [N,H,C] x B [N,C,W] -> [N,H,W], with A_zp / B_zp (int8 only)."""
@@ -502,7 +518,10 @@ def _matmul_t_out_types(a_dt: str, b_dt: str) -> tuple[str, ...]:
     return ("BF16", "FP32")
 
 
-@register("MATMUL_T")
+@register(
+    "MATMUL_T", operands=("A", "B", "A_zp", "B_zp"), compliance=DOT_PRODUCT, kernel_size=input_dims(0, (2,), rank=3),
+    int16=True,
+)
 @_quiet
 def matmul_t(call: OpCall) -> list[np.ndarray]:
     """MATMUL_T (TOSA 1.1): A [N,H,C] x B [D,W,C] -> [N,H,W], B broadcast when D == 1.
@@ -576,7 +595,10 @@ def _scaled_operand(call: OpCall, data: int, scale: int, size: int, what: str) -
     return float_values(call.inputs[data], d_dt) * expand_scales(call.inputs[scale], size)
 
 
-@register("MATMUL_T_BLOCK_SCALED")
+@register(
+    "MATMUL_T_BLOCK_SCALED", operands=("A_data", "A_scale", "B_data", "B_scale"), compliance=DOT_PRODUCT,
+    kernel_size=input_dims(0, (2,), rank=3), extensions=("EXT-MX-COMMON",),
+)
 @_quiet
 def matmul_t_block_scaled(call: OpCall) -> list[np.ndarray]:
     """MATMUL_T_BLOCK_SCALED (TOSA 1.1): block-scaled A [N,H,C] x B [D,W,C] -> fp32 [N,H,W].
@@ -609,7 +631,12 @@ def matmul_t_block_scaled(call: OpCall) -> list[np.ndarray]:
     return [_gemm(a, np.swapaxes(b, 1, 2)).astype(np.float32)]
 
 
-@register("CONV2D_BLOCK_SCALED")
+@register(
+    "CONV2D_BLOCK_SCALED",
+    operands=("input_data", "input_scale", "weight_data", "weight_scale", "bias", "pad", "stride", "dilation"),
+    compliance=DOT_PRODUCT, kernel_size=input_dims(2, (1, 2, 3), rank=4),
+    extensions=("EXT-MX-COMMON", "EXT-MXFP-CONV"),
+)
 @_quiet
 def conv2d_block_scaled(call: OpCall) -> list[np.ndarray]:
     """CONV2D_BLOCK_SCALED (TOSA 1.1): block-scaled CONV2D, fp32 bias and output.

@@ -14,6 +14,7 @@ from ..numerics import apply_scale_16, apply_scale_32, int_range, round_to_float
 from ._layout_support import check_rank
 from ._levels import MAX_RANK
 from ._mx import MX_ELEMENT_TYPES, SCALE_TYPE, block_size, expand_scales, scale_shape
+from .facts import FLOAT_DTYPES, MX_DTYPES, Compliance, rescale_inexact
 from .registry import OpCall, register, register_prepare
 
 _FLOATS = ("FP16", "BF16", "FP32", "FP8E4M3", "FP8E5M2")
@@ -39,7 +40,7 @@ def _widen(x: np.ndarray) -> np.ndarray:
         return x.astype(np.float64)
 
 
-@register("CAST")
+@register("CAST", compliance=Compliance("ULP", {"ulp": 0.5, "ulp_lower": 1.0}))
 def cast(call: OpCall) -> list[np.ndarray]:
     """CAST: convert every element from in_t to out_t.
 
@@ -96,7 +97,9 @@ def _zero_point(call: OpCall, i: int, dtype: str, unsigned: bool) -> int:
     return zp
 
 
-@register("RESCALE")
+@register(
+    "RESCALE", operands=("input", "multiplier", "shift", "input_zp", "output_zp"), compliance=rescale_inexact,
+)
 def rescale(call: OpCall) -> list[np.ndarray]:
     """RESCALE: ``out = clip(apply_scale(in - input_zp, multiplier, shift) + output_zp)``.
 
@@ -352,7 +355,10 @@ def _check_block_shapes(call: OpCall, shape: tuple[int, ...], size: int) -> None
     check_rank(call, len(shape), 1, MAX_RANK, "input_data")
 
 
-@register("CAST_TO_BLOCK_SCALED")
+@register(
+    "CAST_TO_BLOCK_SCALED", compliance=Compliance("ULP", {"ulp": 1.0}, dtypes=MX_DTYPES | {"FP8E4M3", "FP8E5M2"}),
+    extensions=("EXT-MX-COMMON",),
+)
 def cast_to_block_scaled(call: OpCall) -> list[np.ndarray]:
     """CAST_TO_BLOCK_SCALED (TOSA 1.1): float data -> (MX element data, FP8UE8M0 block scales).
 
@@ -380,7 +386,10 @@ def cast_to_block_scaled(call: OpCall) -> list[np.ndarray]:
     return [data, scales.astype(dtype_info(SCALE_TYPE).working)]
 
 
-@register("CAST_FROM_BLOCK_SCALED")
+@register(
+    "CAST_FROM_BLOCK_SCALED", operands=("input_data", "input_scale"),
+    compliance=Compliance("FROM_BLOCK", dtypes=FLOAT_DTYPES | MX_DTYPES), extensions=("EXT-MX-COMMON",),
+)
 def cast_from_block_scaled(call: OpCall) -> list[np.ndarray]:
     """CAST_FROM_BLOCK_SCALED (TOSA 1.1): (MX element data, FP8UE8M0 scales) -> bf16/fp32.
 

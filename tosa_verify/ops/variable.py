@@ -92,7 +92,7 @@ def carried_value(value: np.ndarray, decl: Tensor, name: str) -> np.ndarray:
         raise TosaInputError(f"{what}: shape {list(arr.shape)} does not match the declared {list(decl.shape)}")
     return arr
 
-@register("VARIABLE")
+@register("VARIABLE", extensions=("EXT-VARIABLE",))
 def variable(call: OpCall) -> list[np.ndarray]:
     """VARIABLE: declare (allocate and maybe initialise) a variable tensor once per run."""
     call.error_if(len(call.inputs) + len(call.output_decls) != 1, "VARIABLE takes exactly one variable tensor operand")
@@ -123,7 +123,7 @@ def variable(call: OpCall) -> list[np.ndarray]:
     return [call.runtime.variables[name]] if call.output_decls else []
 
 
-@register("VARIABLE_WRITE")
+@register("VARIABLE_WRITE", extensions=("EXT-VARIABLE",))
 def variable_write(call: OpCall) -> list[np.ndarray]:
     """VARIABLE_WRITE: store the input tensor into the named variable."""
     call.error_if(
@@ -151,7 +151,7 @@ def variable_write(call: OpCall) -> list[np.ndarray]:
     return [value] if call.output_decls else []
 
 
-@register("VARIABLE_READ")
+@register("VARIABLE_READ", extensions=("EXT-VARIABLE",))
 def variable_read(call: OpCall) -> list[np.ndarray]:
     """VARIABLE_READ: the current value of the named variable."""
     call.check_arity(1, 1)
