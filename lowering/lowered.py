@@ -11,6 +11,7 @@ import torch
 import torch.fx as fx
 
 from .qparams import QParams
+from .reference import TorchReference
 
 #: TOSA dtype of an unquantized graph input -> the numpy dtype the graph reads
 _NUMPY_OF = {"INT8": np.int8, "INT16": np.int16, "INT32": np.int32, "BOOL": np.bool_,
@@ -160,6 +161,18 @@ class LoweredModel:
                     t = t.to(tdt)
                 res.append(t)
         return res
+
+    def torch_reference(self) -> TorchReference:
+        """The float and fake-quant models as references (the float64 fake-quant evaluator).
+
+        Example:
+            >>> import lowering
+            >>> m = torch.nn.Sequential(torch.nn.Linear(4, 3)).eval()
+            >>> lm = lowering.lower(m, (torch.randn(2, 4),))
+            >>> sorted(lm.torch_reference().capture((torch.ones(2, 4),), fake_quant=False).values)
+            ['input_1', 'linear']
+        """
+        return TorchReference(self.float_model, self.quantized_model, self.graph_module)
 
     # ------------------------------------------------------------------ partitions
     def partition_models(self) -> list[LoweredModel]:

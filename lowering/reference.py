@@ -1,77 +1,138 @@
-"""Evaluate the fake-quant (``convert_pt2e``) graph with float64 arithmetic.
+"""The PyTorch side of a lowered model as references: the one float64 fake-quant evaluator.
 
-PyTorch evaluates the fake-quant graph in float32; accumulation rounding flips a
-handful of values across a rounding boundary, and in deep nets those one-step flips
-grow layer by layer. Evaluating the very same graph in float64 removes that noise,
-which is what an integer (TOSA) implementation should be compared against.
+PyTorch evaluates the fake-quant (``convert_pt2e``) graph in float32; accumulation rounding flips a
+handful of values across a rounding boundary, and in deep nets those one-step flips grow layer by
+layer. Evaluating the very same graph in float64 removes that noise, which is what an integer
+(TOSA) implementation should be compared against. Semantics (the one definition, used by
+:func:`fake_quant_float64`, the lowering tests and :func:`tosa_verify.drift` through
+:meth:`lowering.LoweredModel.torch_reference`):
+
+* every floating tensor (graph inputs, parameters, op arguments) is taken to float64;
+* ``quantize_per_*`` is ``clamp(round_half_even(x / scale) + zp, qmin, qmax)`` and
+  ``dequantize_per_*`` is ``(q - zp) * scale``, both in float64 (per-channel along ``axis``);
+* a quantize applied directly to a graph input stays in float32, exactly as
+  :meth:`LoweredModel.quantize_inputs` (the deployment) quantizes its inputs.
+
+:class:`TorchReference` also answers the other questions the drift analysis asks of the PyTorch
+models (captured values of every node, folded-node chains, recorded layouts, a node evaluated on
+given samples), so that ``tosa_verify``'s analysis never imports torch.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
 import torch
 import torch.fx as fx
 
-from .graph_utils import DQ_OPS, Q_OPS
+_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+_RECORDED = ("placeholder", "call_function", "call_module", "call_method")
 
-_qd = torch.ops.quantized_decomposed
+
+def qdq_kind(target: Any) -> str:
+    """``"q"`` for a quantized_decomposed quantize, ``"dq"`` for a dequantize, else ``""``.
+
+    Example:
+        >>> qdq_kind("quantized_decomposed.dequantize_per_tensor.default"), qdq_kind(torch.add)
+        ('dq', '')
+    """
+    name = str(target)
+    if "quantized_decomposed" not in name:
+        return ""
+    if "dequantize_per" in name:
+        return "dq"
+    if "quantize_per" in name:
+        return "q"
+    return ""
 
 
-def _quantize(x, scale, zp, qmin, qmax, dtype, axis=None):
-    x = x.double()
+def _up(a: Any) -> Any:
+    """Floating tensors (also inside lists and tuples) to float64."""
+    if isinstance(a, torch.Tensor) and a.dtype in _FLOATS:
+        return a.double()
+    if isinstance(a, (list, tuple)):
+        return type(a)(_up(b) for b in a)
+    return a
+
+
+def _qdq_f64(kind: str, name: str, args: Sequence[Any]) -> torch.Tensor:
+    """quantize (``kind="q"``) or dequantize in float64, per tensor or per channel."""
+    if "per_channel" in name:
+        x, scale, zp, axis, qmin, qmax, dtype = list(args[:7])
+    else:
+        x, scale, zp, qmin, qmax, dtype = list(args[:6])
+        axis = None
+    scale = torch.as_tensor(scale, dtype=torch.float64)
+    zp = torch.as_tensor(zp, dtype=torch.float64)
     if axis is not None:
         shape = [1] * x.dim()
         shape[axis] = -1
-        scale = scale.double().reshape(shape)
-        zp = zp.double().reshape(shape)
-    q = torch.round(x / scale) + zp
-    return q.clamp(qmin, qmax).to(dtype)
+        scale, zp = scale.reshape(shape), zp.reshape(shape)
+    if kind == "q":
+        q = torch.round(x.double() / scale) + zp
+        return q.clamp(qmin, qmax).to(dtype)
+    return (x.double() - zp) * scale
 
 
-def _dequantize(q, scale, zp, axis=None):
-    if axis is not None:
-        shape = [1] * q.dim()
-        shape[axis] = -1
-        scale = scale.double().reshape(shape)
-        zp = zp.double().reshape(shape)
-    return (q.double() - zp) * scale
+@dataclass
+class Capture:
+    """Every tensor-valued node's value of one run (quantize/dequantize nodes left out).
+
+    ``own_quantization`` maps a node that a per-tensor quantize consumes to the model's own
+    quantized value of it (int64) and the ``(scale, zero_point)`` it used.
+    """
+
+    values: dict[str, np.ndarray] = field(default_factory=dict)
+    own_quantization: dict[str, tuple[np.ndarray, float, int]] = field(default_factory=dict)
 
 
-class _F64(fx.Interpreter):
-    def run_node(self, n):
-        if n.op == "call_function" and n.target in Q_OPS and isinstance(n.args[0], fx.Node) \
-                and n.args[0].op == "placeholder":
-            # graph inputs are quantized exactly like LoweredModel.quantize_inputs (float32)
-            args, kwargs = self.fetch_args_kwargs_from_env(n)
-            return n.target(args[0].float(), *args[1:], **kwargs)
-        return super().run_node(n)
+class _Run(fx.Interpreter):
+    """The evaluator: float64 (``wide``) or the graph's own precision, optionally recording."""
 
-    def call_function(self, target, args, kwargs):
-        if target in Q_OPS or target in DQ_OPS:
-            per_ch = "per_channel" in str(target)
-            if per_ch:
-                x, s, zp, axis, qmin, qmax, dtype = args[:7]
-            else:
-                x, s, zp, qmin, qmax, dtype = args[:6]
-                axis = None
-                s = torch.tensor(float(s), dtype=torch.float64) if not isinstance(s, torch.Tensor) else s
-                zp = torch.tensor(int(zp)) if not isinstance(zp, torch.Tensor) else zp
-            if target in Q_OPS:
-                return _quantize(x, s, zp, qmin, qmax, dtype, axis)
-            return _dequantize(x, s, zp, axis)
+    def __init__(self, module: fx.GraphModule, wide: bool, record: Capture | None = None) -> None:
+        super().__init__(module)
+        self.wide = wide
+        self.record = record
+        self.node: fx.Node | None = None
 
-        def up(a):
-            if isinstance(a, torch.Tensor) and a.dtype == torch.float32:
-                return a.double()
-            return a
+    def run_node(self, n: fx.Node) -> Any:
+        self.node = n
+        out = super().run_node(n)
+        if self.record is not None and n.op in _RECORDED and isinstance(out, torch.Tensor):
+            self._record(n, out)
+        return out
 
-        args = tuple(up(a) if not isinstance(a, (list, tuple)) else type(a)(up(b) for b in a)
-                     for a in args)
-        kwargs = {k: up(v) for k, v in kwargs.items()}
-        return target(*args, **kwargs)
+    def _record(self, n: fx.Node, out: torch.Tensor) -> None:
+        kind = qdq_kind(n.target) if n.op == "call_function" else ""
+        if not kind:
+            arr = out.detach()
+            self.record.values[n.name] = arr.double().numpy() if arr.is_floating_point() else arr.numpy().copy()
+        elif kind == "q" and "per_tensor" in str(n.target) and n.args and hasattr(n.args[0], "name"):
+            self.record.own_quantization[n.args[0].name] = (
+                out.detach().numpy().astype(np.int64), float(n.args[1]), int(n.args[2]))
 
-    def get_attr(self, target, args, kwargs):
+    def get_attr(self, target: Any, args: Any, kwargs: Any) -> Any:
         v = super().get_attr(target, args, kwargs)
-        return v.double() if isinstance(v, torch.Tensor) and v.dtype == torch.float32 else v
+        return _up(v) if self.wide else v
+
+    def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
+        if not self.wide:
+            return target(*args, **kwargs)
+        kind = qdq_kind(target)
+        if kind:
+            src = self.node.args[0] if self.node is not None and self.node.args else None
+            if kind == "q" and getattr(src, "op", "") == "placeholder":
+                # graph inputs are quantized exactly like LoweredModel.quantize_inputs (float32)
+                return target(args[0].float(), *args[1:], **kwargs)
+            return _qdq_f64(kind, str(target), args)
+        return target(*_up(tuple(args)), **{k: _up(v) for k, v in kwargs.items()})
+
+
+def _as_tensors(inputs: Iterable[Any]) -> list[Any]:
+    return [x if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x)) for x in inputs]
 
 
 def fake_quant_float64(quantized_model: fx.GraphModule, *inputs):
@@ -86,9 +147,115 @@ def fake_quant_float64(quantized_model: fx.GraphModule, *inputs):
         True
     """
     with torch.no_grad():
-        out = _F64(quantized_model).run(*[x.double() if isinstance(x, torch.Tensor) and x.is_floating_point()
-                                          else x for x in inputs])
+        out = _Run(quantized_model, True).run(*[_up(x) for x in inputs])
     if isinstance(out, (list, tuple)):
         return type(out)(o.float() if isinstance(o, torch.Tensor) and o.is_floating_point() else o
                          for o in out)
     return out.float() if out.is_floating_point() else out
+
+
+def capture(gm: fx.GraphModule, inputs: Sequence[Any], *, f64: bool) -> Capture:
+    """Run an FX graph and record every tensor-valued node (see :class:`Capture`).
+
+    With ``f64`` the graph runs as :func:`fake_quant_float64` runs it, so a fake-quant graph lands
+    on the ideal integer grid; it falls back to the graph's own precision if a node refuses
+    float64.
+
+    Example:
+        >>> gm = fx.symbolic_trace(torch.nn.Linear(2, 2))
+        >>> sorted(capture(gm, [torch.ones(1, 2)], f64=True).values)
+        ['input_1', 'linear']
+    """
+    tensors = _as_tensors(inputs)
+    with torch.no_grad():
+        if f64:
+            record = Capture()
+            try:
+                _Run(gm, True, record).run(*[_up(x) for x in tensors])
+                return record
+            except Exception:  # noqa: BLE001 - a node that refuses float64: run as exported
+                pass
+        record = Capture()
+        _Run(gm, False, record).run(*tensors)
+    return record
+
+
+class TorchReference:
+    """The float and fake-quant models of a lowered model, as the drift analysis reads them.
+
+    Example:
+        >>> import lowering
+        >>> m = torch.nn.Sequential(torch.nn.Linear(4, 3)).eval()
+        >>> lm = lowering.lower(m, (torch.randn(2, 4),))
+        >>> ref = lm.torch_reference()
+        >>> "linear" in ref.capture((torch.randn(2, 4),), fake_quant=True).values
+        True
+    """
+
+    def __init__(self, float_model: fx.GraphModule | None, quantized_model: fx.GraphModule | None,
+                 graph_module: fx.GraphModule | None = None) -> None:
+        self.float_model = float_model
+        self.quantized_model = quantized_model
+        self.graph_module = graph_module
+
+    def _model(self, fake_quant: bool) -> fx.GraphModule | None:
+        return self.quantized_model if fake_quant else self.float_model
+
+    def capture(self, inputs: Sequence[Any], *, fake_quant: bool) -> Capture:
+        """Node values of the fake-quant model (in float64) or the float model (as exported)."""
+        gm = self._model(fake_quant)
+        return capture(gm, inputs, f64=fake_quant) if gm is not None else Capture()
+
+    def output_nodes(self, *, fake_quant: bool = False) -> list[str]:
+        """Names of the nodes the model returns, in output order."""
+        gm = self._model(fake_quant)
+        if gm is None:
+            return []
+        out = gm.graph.output_node().args[0]
+        out = list(out) if isinstance(out, (list, tuple)) else [out]
+        return [getattr(n, "name", "") for n in out]
+
+    def folded_chains(self, owners: set[str], *, fake_quant: bool) -> dict[str, str]:
+        """Node name -> the node whose value the node's TOSA tensor holds.
+
+        Follows a node's single user while that user owns no TOSA tensor (it was folded away by
+        the lowering) and keeps the shape; stops at quantize/dequantize nodes.
+        """
+        gm = self._model(fake_quant)
+        out: dict[str, str] = {}
+        for node in gm.graph.nodes if gm is not None else ():
+            cur = node
+            for _ in range(8):
+                users = list(cur.users)
+                if len(users) != 1 or users[0].name in owners or users[0].op != "call_function" \
+                        or qdq_kind(users[0].target):
+                    break
+                nxt = users[0]
+                a, b = cur.meta.get("val"), nxt.meta.get("val")
+                if getattr(a, "shape", None) is None or getattr(a, "shape", None) != getattr(b, "shape", None):
+                    break
+                cur = nxt
+            if cur is not node:
+                out[node.name] = cur.name
+        return out
+
+    def layouts(self) -> dict[str, Any]:
+        """Node name -> the NCHW->NHWC permutation the lowering recorded (``node.meta["layout"]``)."""
+        if self.graph_module is None:
+            return {}
+        return {n.name: n.meta.get("layout") for n in self.graph_module.graph.nodes}
+
+    def evaluate_node(self, name: str, x: np.ndarray) -> np.ndarray | None:
+        """The fake-quant model's function node ``name`` applied to ``x`` alone, in float64.
+
+        None when there is no such node; raises what the node raises when it is not an
+        element-wise function of one tensor.
+        """
+        gm = self.quantized_model
+        node = None if gm is None else next(
+            (n for n in gm.graph.nodes if n.name == name and n.op == "call_function"), None)
+        if node is None:
+            return None
+        with torch.no_grad():
+            return node.target(torch.tensor(x, dtype=torch.float64), *node.args[1:], **node.kwargs).double().numpy()
+

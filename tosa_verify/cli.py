@@ -14,8 +14,23 @@ from pathlib import Path
 
 import numpy as np
 
+from ethosu.cli import add_compile_parser, add_support_parser
+from golden import Thresholds, diff
+from vgf.cli import add_diff_executor, executor_outputs, extend_compile_parser
+
 from . import budget
+from .app.args import (
+    EVAL_DESCRIPTION,
+    add_check_arguments,
+    add_eval_arguments,
+    add_quantization_arguments,
+    add_threads_argument,
+)
+from .diff import build_diff_parser, diff_command
 from .errors import TosaError
+from .graph import load
+from .interpreter import run
+from .profiles import op_histogram, operator_count_text, profiles_and_extensions
 
 EXIT_OK, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
 
@@ -57,8 +72,6 @@ Exit codes: 0 all gates pass, 1 a gate failed, 2 an error.
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from .graph import load
-
     graph = load(args.graph)
     inputs = [budget.load_npy(path, "input") for path in args.input]
     state: dict[str, np.ndarray] | None = None
@@ -85,20 +98,13 @@ def _run_outputs(args: argparse.Namespace, graph, inputs: list, state: dict | No
     """``run``: the outputs from the interpreter, or from ``--executor`` (no variable state there)."""
     executor = getattr(args, "executor", "interpreter")
     if executor == "interpreter":
-        from .interpreter import run
-
         return run(graph, inputs, variables=state)
     if state is not None:
         raise TosaError(f"--variables needs the interpreter, not --executor {executor}")
-    from vgf.cli import executor_outputs
-
     return executor_outputs(executor, graph, inputs)
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
-    from .graph import load
-    from .profiles import op_histogram, operator_count_text, profiles_and_extensions
-
     graph = load(args.graph)
     profiles, extensions = profiles_and_extensions(graph)
     block = graph.main
@@ -123,13 +129,17 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 
 def _cmd_lower(args: argparse.Namespace) -> int:
-    # check.py is the one tosa_verify module allowed to reach into lowering (the CLI join point).
-    from .check import _quiet, load_model, lowered_operator_text, quant_config_from_args
+    import lowering  # lazy: start-up speed (torch); the application layer's verbs import it
+
+    from .app.models import (  # lazy: start-up speed
+        _quiet,
+        load_model,
+        lowered_operator_text,
+        quant_config_from_args,
+    )
 
     with _quiet(stderr=True):  # torch's warnings and dumps are not ours to print; our error line is
         model = load_model(args.model)
-        import lowering
-
         try:
             lowered = lowering.lower(model.module.eval(), model.example_inputs, profile=args.profile,
                                      quantization=quant_config_from_args(args),
@@ -146,14 +156,24 @@ def _cmd_lower(args: argparse.Namespace) -> int:
 
 
 def _cmd_golden(args: argparse.Namespace) -> int:
-    from golden import Thresholds, diff
-
     thresholds = Thresholds.from_options(args.max_sqnr_drop, args.max_cycles_increase)
     report = diff(args.old, args.new, thresholds)
     print(report.format())
     if args.json:
         Path(args.json).write_text(report.to_json())
     return EXIT_FAIL if report.failed else EXIT_OK
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from .app.check import check_main  # lazy: start-up speed (imports lowering, torch)
+
+    return check_main(args)
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from .app.eval_cli import eval_main  # lazy: start-up speed (imports lowering, torch)
+
+    return eval_main(args)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -216,25 +236,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("graph", metavar="GRAPH.tosa")
     p.set_defaults(func=_cmd_info)
 
-    from .diff import build_diff_parser, diff_command
-
     p = sub.add_parser("diff", help="compare a graph op by op against the reference model or another graph",
                        description="Run GRAPH.tosa with the interpreter and the reference model (or OTHER.tosa), "
                        "compare every operator output, name the first divergence. Exit 0 all match, 1 divergence, 2 error.")
     build_diff_parser(p)
     _add_budget_arguments(p)
     p.set_defaults(func=diff_command)
-    from vgf.cli import add_diff_executor, extend_compile_parser
-
     add_diff_executor(p)
-
     # The ethosu package is a namespace portion beside Vela's ethosu.vela; its CLI pieces live there.
-    from ethosu.cli import add_compile_parser, add_support_parser
-
     extend_compile_parser(add_compile_parser(sub))
     add_support_parser(sub)
-
-    from .check import add_quantization_arguments, add_threads_argument
 
     p = sub.add_parser("lower", help="lower a PyTorch model to TOSA and save it",
                        description="Quantize (INT) and lower MODEL (path/file.py:factory or package.module:factory "
@@ -261,21 +272,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="FILE", help="also write the report as JSON")
     p.set_defaults(func=_cmd_golden)
 
-    from .check import add_check_arguments, check_main
-
     p = sub.add_parser("check", help="quantize, lower, verify, analyse drift, compile and gate a model",
                        description=CHECK_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_check_arguments(p)
     _add_budget_arguments(p)
-    p.set_defaults(func=check_main)
-
-    from .eval_cli import __doc__ as eval_doc
-    from .eval_cli import add_eval_arguments, eval_main
+    p.set_defaults(func=_cmd_check)
 
     p = sub.add_parser("eval", help="evaluate a lowered model over a data set (agreement, accuracy, SQNR)",
-                       description=eval_doc.split("\n\n>>>")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+                       description=EVAL_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_eval_arguments(p)
-    p.set_defaults(func=eval_main)
+    p.set_defaults(func=_cmd_eval)
     return parser
 
 
@@ -287,7 +293,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     """
     known: list[type[BaseException]] = [TosaError, OSError, ValueError, MemoryError]
     for module, name in (("lowering.errors", "LoweringError"), ("golden.store", "GoldenError"),
-                         ("tosa_verify.check", "CheckError")):
+                         ("tosa_verify.app.models", "CheckError")):
         cls = getattr(sys.modules.get(module), name, None)
         if isinstance(cls, type):
             known.append(cls)

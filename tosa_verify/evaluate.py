@@ -27,7 +27,6 @@ process. The first graph output is read as the classifier's scores, one row per 
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
 import sys
@@ -40,10 +39,11 @@ from typing import Any, TextIO
 import numpy as np
 
 from .batch import run_batch
+from .drift import drift
 from .errors import TosaError, TosaInputError
 from .graph import Graph, load
 
-__all__ = ["EvalReport", "LayerSQNR", "Progress", "evaluate", "load_dataset", "run_sharded", "write_eval_html"]
+__all__ = ["EvalReport", "LayerSQNR", "Progress", "evaluate", "load_dataset", "run_sharded"]
 
 #: Every metric :func:`evaluate` knows; ``metrics=`` picks a subset.
 METRICS = ("top1", "top5", "accuracy", "confusion", "sqnr", "layers")
@@ -542,8 +542,6 @@ def evaluate(lowered: Any, dataset: np.ndarray | Sequence[np.ndarray], *, labels
 def _layer_sqnr(lowered: Any, data: list[np.ndarray], indices: list[int], stream: TextIO | None) -> list[LayerSQNR]:
     import torch
 
-    from .drift import drift
-
     values: dict[str, list[float]] = {}
     meta: dict[str, tuple[str, str]] = {}
     bar = Progress(len(indices), "eval layers", stream)
@@ -567,86 +565,3 @@ def _layer_sqnr(lowered: Any, data: list[np.ndarray], indices: list[int], stream
 
 
 # --------------------------------------------------------------------------- HTML
-
-
-def write_eval_html(path: str | os.PathLike, report: EvalReport, *, title: str = "tosa-verify eval",
-                    meta: dict[str, Any] | None = None, gates: Sequence[Any] = ()) -> Path:
-    """A self-contained HTML page: summary, gates, SQNR histogram, worst inputs, confusion, layers.
-
-    >>> write_eval_html("eval.html", rep)   # doctest: +SKIP
-    PosixPath('eval.html')
-    """
-    import html as _html
-
-    from .report import _CSS, _figure, _html_table, _png_tag, write_text_atomic
-
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{_html.escape(title)}</title>"
-             f"<style>{_CSS}</style></head><body><h1>{_html.escape(title)}</h1>"]
-    if meta:
-        parts.append(_html_table(["", ""], [[k, v] for k, v in meta.items()]))
-    if gates:
-        parts.append("<h2>Gates</h2>" + _html_table(["gate", "status", "detail"],
-                                                      [[g.name, g.status, g.detail] for g in gates]))
-    parts.append("<h2>Agreement and accuracy</h2><pre>" + _html.escape(report.format_summary()) + "</pre>")
-    if report.sqnr_db is not None:
-        fig = _figure(7, 3)
-        ax = fig.add_subplot()
-        finite = report.sqnr_db[np.isfinite(report.sqnr_db)]
-        if finite.size:
-            ax.hist(finite, bins=min(50, max(10, finite.size // 10)), color="#4472c4", label="TOSA vs float")
-        if report.fake_quant_sqnr_db is not None:
-            fq = report.fake_quant_sqnr_db[np.isfinite(report.fake_quant_sqnr_db)]
-            if fq.size:
-                ax.hist(fq, bins=min(50, max(10, fq.size // 10)), histtype="step", color="#c55a11",
-                        label="fake-quant vs float")
-        exact = int(np.sum(np.isinf(report.sqnr_db)))
-        ax.set_xlabel("output SQNR (dB)" + (f"; {exact} inputs exact (not shown)" if exact else ""))
-        ax.set_ylabel("inputs")
-        ax.legend(fontsize=8)
-        parts.append("<h2>Output SQNR over the data set</h2>" + _png_tag(fig, "output SQNR histogram"))
-        rows = []
-        for i in report.worst(20):
-            rows.append([i, _db(report.sqnr_db[i]),
-                         *(int(report.predictions[k][i]) if k in report.predictions else "-"
-                           for k in ("float", "fake_quant", "tosa")),
-                         int(report.labels[i]) if report.labels is not None else "-"])
-        parts.append("<h2>Worst inputs</h2>" + _html_table(
-            ["input", "SQNR dB", "float top-1", "fake-quant top-1", "TOSA top-1", "label"], rows, numeric={0, 1}))
-    if report.confusion is not None and report.classes <= 50:
-        c = report.classes
-        fig = _figure(4.5, 4)
-        ax = fig.add_subplot()
-        im = ax.imshow(np.log1p(report.confusion), cmap="Blues")
-        for f in range(c):
-            for t in range(c):
-                if report.confusion[f, t]:
-                    ax.text(t, f, str(report.confusion[f, t]), ha="center", va="center", fontsize=6,
-                            color="#cf222e" if f != t else "black")
-        ax.set_xlabel("TOSA top-1")
-        ax.set_ylabel("float top-1")
-        fig.colorbar(im, ax=ax, label="log(1 + inputs)")
-        parts.append("<h2>Confusion: TOSA vs float</h2>" + _png_tag(fig, "confusion"))
-    if report.layers:
-        fig = _figure(9, 3)
-        ax = fig.add_subplot()
-        ys = [r.mean_db if math.isfinite(r.mean_db) else np.nan for r in report.layers]
-        ax.plot(range(len(ys)), ys, marker="o", ms=3, label="mean")
-        ax.plot(range(len(ys)), [r.min_db if math.isfinite(r.min_db) else np.nan for r in report.layers],
-                marker=".", ms=3, lw=0.8, label="min")
-        ax.set_ylabel("SQNR vs float (dB)")
-        ax.set_xticks(range(len(ys)))
-        ax.set_xticklabels([r.tensor for r in report.layers], rotation=90, fontsize=7)
-        ax.legend(fontsize=8)
-        parts.append(f"<h2>Per-layer SQNR over {len(report.layer_samples)} inputs</h2>" + _png_tag(fig, "per-layer SQNR"))
-        parts.append(_html_table(["tensor", "torch node", "op", "mean dB", "min dB", "inputs"],
-                                 [[r.tensor, r.torch_node, r.op, _db(r.mean_db), _db(r.min_db), r.samples]
-                                  for r in report.layers], numeric={3, 4, 5}))
-    parts.append("</body></html>")
-    return write_text_atomic(path, "\n".join(parts))
-
-
-def write_eval_json(path: str | os.PathLike, report: EvalReport, extra: dict[str, Any] | None = None) -> Path:
-    """Write ``report.to_dict()`` (plus ``extra``) as JSON; return the path."""
-    from .report import write_text_atomic
-
-    return write_text_atomic(path, json.dumps({**(extra or {}), **report.to_dict()}, indent=1, default=str))

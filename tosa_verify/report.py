@@ -17,6 +17,7 @@ import base64
 import datetime as _dt
 import html
 import io
+import json
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -24,7 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from ._text import clip, db, table
 from .drift import HIST_RANGE, DriftReport
+from .evaluate import EvalReport
 
 __all__ = [
     "Gate",
@@ -125,25 +130,6 @@ def layer_summaries(drift: DriftReport, programs: Sequence[Any] = ()) -> list[La
 # --------------------------------------------------------------------------- terminal
 
 
-def _db(x: float | None) -> str:
-    if x is None or math.isnan(x):
-        return "-"
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    return f"{x:.1f}"
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
-    fmt = "  ".join(f"{{:{'>' if i in right else '<'}{w}}}" for i, w in enumerate(widths))
-    lines = [fmt.format(*header), "  ".join("-" * w for w in widths), *(fmt.format(*r) for r in rows)]
-    return [line.rstrip() for line in lines]
-
-
-def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else "…" + text[-(width - 1):]
-
-
 def format_summary(drift: DriftReport | None = None, *, programs: Sequence[Any] = (), diff: Any = None,
                    golden: Any = None, gates: Sequence[Gate] = (), max_layers: int | None = 40) -> str:
     """The terminal summary of a check: per-layer table, outputs, executors, Vela, golden, gates.
@@ -169,10 +155,10 @@ def format_summary(drift: DriftReport | None = None, *, programs: Sequence[Any] 
         rows = []
         for s in shown:
             rows.append([
-                _clip(s.node + (f" ({s.module_path})" if s.module_path else ""), 44),
-                _db(s.sqnr_db) + ("*" if s.shares_range_with else ""),
-                _db(s.quant_sqnr_db),
-                _db(s.local_sqnr_db),
+                clip(s.node + (f" ({s.module_path})" if s.module_path else ""), 44),
+                db(s.sqnr_db) + ("*" if s.shares_range_with else ""),
+                db(s.quant_sqnr_db),
+                db(s.local_sqnr_db),
                 f"{s.max_steps:.1f}/{s.mean_steps:.2f}" if s.max_steps is not None and s.mean_steps is not None else "-",
                 "-" if s.lowering_off is None else str(s.lowering_off),
                 "-" if s.own_off is None else str(s.own_off),
@@ -180,7 +166,7 @@ def format_summary(drift: DriftReport | None = None, *, programs: Sequence[Any] 
             ])
         lines.append(f"per-layer drift ({drift.profile}): {len(layers)} layers"
                      + (f", {len(layers) - len(shown)} best ones not shown" if len(shown) < len(layers) else ""))
-        lines.extend(_table(header, rows, right=set(range(1, len(header)))))
+        lines.extend(table(header, rows, right=set(range(1, len(header)))))
         if any(s.shares_range_with for s in shown):
             lines.append("* clipped to the range of the activation that follows (fused): expected to be low")
         lines.append("")
@@ -205,7 +191,7 @@ def format_summary(drift: DriftReport | None = None, *, programs: Sequence[Any] 
         lines.append("golden: " + text.replace("\n", "\n  "))
     if gates:
         lines.append("")
-        lines.extend(_table(["gate", "status", "detail"], [[g.name, g.status, g.detail] for g in gates], right=set()))
+        lines.extend(table(["gate", "status", "detail"], [[g.name, g.status, g.detail] for g in gates], right=set()))
         failed = [g.name for g in gates if not g.passed]
         lines.append("RESULT: " + ("FAIL (" + ", ".join(failed) + ")" if failed else "PASS"))
     return "\n".join(lines)
@@ -342,8 +328,6 @@ def error_histogram_figure(drift: DriftReport) -> Any:
     Summed over the layers' primary tensors; pre-activation tensors clipped to their
     activation's range are left out of the first panel (their clipping is removed downstream).
     """
-    import numpy as np
-
     bins = 2 * HIST_RANGE + 1
     total = np.zeros(bins, dtype=np.int64)
     lowering = np.zeros(bins, dtype=np.int64)
@@ -537,8 +521,8 @@ def _sections(drift: DriftReport | None, programs: Sequence[Any], diff: Any, gol
         rows, classes = [], []
         for r in drift.rows:
             rows.append([r.position, r.tensor, r.op, r.torch_node, r.module_path, "x".join(map(str, r.shape)),
-                         r.layout, _db(r.sqnr_db), _db(r.quantization.sqnr_db if r.quantization else None),
-                         _db(r.local.sqnr_db if r.local else None),
+                         r.layout, db(r.sqnr_db), db(r.quantization.sqnr_db if r.quantization else None),
+                         db(r.local.sqnr_db if r.local else None),
                          f"{r.total.cosine:.5f}" if r.total and _finite(r.total.cosine) else "-",
                          f"{r.total.max_abs:.4g}" if r.total else "-",
                          f"{r.total.max_steps:.1f}/{r.total.mean_steps:.2f}" if r.total and r.total.max_steps is not None
@@ -599,5 +583,85 @@ def _off(stats: Any) -> str:
     if stats.off == 0:
         return "0"
     if stats.max_steps is None:
-        return f"{_db(stats.sqnr_db)} dB"
+        return f"{db(stats.sqnr_db)} dB"
     return f"{stats.off} ({stats.max_steps:.3g})"
+
+
+# --------------------------------------------------------------------------- eval report
+
+
+def write_eval_html(path: str | os.PathLike, report: EvalReport, *, title: str = "tosa-verify eval",
+                    meta: dict[str, Any] | None = None, gates: Sequence[Any] = ()) -> Path:
+    """A self-contained HTML page: summary, gates, SQNR histogram, worst inputs, confusion, layers.
+
+    >>> write_eval_html("eval.html", rep)   # doctest: +SKIP
+    PosixPath('eval.html')
+    """
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+             f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>"]
+    if meta:
+        parts.append(_html_table(["", ""], [[k, v] for k, v in meta.items()]))
+    if gates:
+        parts.append("<h2>Gates</h2>" + _html_table(["gate", "status", "detail"],
+                                                      [[g.name, g.status, g.detail] for g in gates]))
+    parts.append("<h2>Agreement and accuracy</h2><pre>" + html.escape(report.format_summary()) + "</pre>")
+    if report.sqnr_db is not None:
+        fig = _figure(7, 3)
+        ax = fig.add_subplot()
+        finite = report.sqnr_db[np.isfinite(report.sqnr_db)]
+        if finite.size:
+            ax.hist(finite, bins=min(50, max(10, finite.size // 10)), color="#4472c4", label="TOSA vs float")
+        if report.fake_quant_sqnr_db is not None:
+            fq = report.fake_quant_sqnr_db[np.isfinite(report.fake_quant_sqnr_db)]
+            if fq.size:
+                ax.hist(fq, bins=min(50, max(10, fq.size // 10)), histtype="step", color="#c55a11",
+                        label="fake-quant vs float")
+        exact = int(np.sum(np.isinf(report.sqnr_db)))
+        ax.set_xlabel("output SQNR (dB)" + (f"; {exact} inputs exact (not shown)" if exact else ""))
+        ax.set_ylabel("inputs")
+        ax.legend(fontsize=8)
+        parts.append("<h2>Output SQNR over the data set</h2>" + _png_tag(fig, "output SQNR histogram"))
+        rows = []
+        for i in report.worst(20):
+            rows.append([i, db(report.sqnr_db[i]),
+                         *(int(report.predictions[k][i]) if k in report.predictions else "-"
+                           for k in ("float", "fake_quant", "tosa")),
+                         int(report.labels[i]) if report.labels is not None else "-"])
+        parts.append("<h2>Worst inputs</h2>" + _html_table(
+            ["input", "SQNR dB", "float top-1", "fake-quant top-1", "TOSA top-1", "label"], rows, numeric={0, 1}))
+    if report.confusion is not None and report.classes <= 50:
+        c = report.classes
+        fig = _figure(4.5, 4)
+        ax = fig.add_subplot()
+        im = ax.imshow(np.log1p(report.confusion), cmap="Blues")
+        for f in range(c):
+            for t in range(c):
+                if report.confusion[f, t]:
+                    ax.text(t, f, str(report.confusion[f, t]), ha="center", va="center", fontsize=6,
+                            color="#cf222e" if f != t else "black")
+        ax.set_xlabel("TOSA top-1")
+        ax.set_ylabel("float top-1")
+        fig.colorbar(im, ax=ax, label="log(1 + inputs)")
+        parts.append("<h2>Confusion: TOSA vs float</h2>" + _png_tag(fig, "confusion"))
+    if report.layers:
+        fig = _figure(9, 3)
+        ax = fig.add_subplot()
+        ys = [r.mean_db if math.isfinite(r.mean_db) else np.nan for r in report.layers]
+        ax.plot(range(len(ys)), ys, marker="o", ms=3, label="mean")
+        ax.plot(range(len(ys)), [r.min_db if math.isfinite(r.min_db) else np.nan for r in report.layers],
+                marker=".", ms=3, lw=0.8, label="min")
+        ax.set_ylabel("SQNR vs float (dB)")
+        ax.set_xticks(range(len(ys)))
+        ax.set_xticklabels([r.tensor for r in report.layers], rotation=90, fontsize=7)
+        ax.legend(fontsize=8)
+        parts.append(f"<h2>Per-layer SQNR over {len(report.layer_samples)} inputs</h2>" + _png_tag(fig, "per-layer SQNR"))
+        parts.append(_html_table(["tensor", "torch node", "op", "mean dB", "min dB", "inputs"],
+                                 [[r.tensor, r.torch_node, r.op, db(r.mean_db), db(r.min_db), r.samples]
+                                  for r in report.layers], numeric={3, 4, 5}))
+    parts.append("</body></html>")
+    return write_text_atomic(path, "\n".join(parts))
+
+
+def write_eval_json(path: str | os.PathLike, report: EvalReport, extra: dict[str, Any] | None = None) -> Path:
+    """Write ``report.to_dict()`` (plus ``extra``) as JSON; return the path."""
+    return write_text_atomic(path, json.dumps({**(extra or {}), **report.to_dict()}, indent=1, default=str))
