@@ -39,6 +39,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from .dtypes import dtype_info
 from .errors import TosaInputError, TosaLimitError, TosaSizeError
 
 #: Operators run inside control-flow sub-graphs per run before the run is stopped. At a few tens
@@ -218,8 +219,6 @@ def _elements(decl: Any) -> int:
 
 
 def _tensor_bytes(decl: Any) -> int:
-    from .dtypes import dtype_info
-
     try:
         itemsize = dtype_info(decl.dtype).working.itemsize
     except Exception:  # noqa: BLE001 - an unknown dtype fails later with its own message
