@@ -474,19 +474,7 @@ def compare(
     >>> compare(e, e + np.float32(0.5), op="ADD").status
     'mismatch'
     """
-    exp_arr = np.asarray(expected)
-    act_arr = np.asarray(actual)
-    tosa = _tosa_dtype_of(act_arr, dtype)
-    exp_tosa = _tosa_dtype_of(exp_arr, None) if exp_arr.dtype.kind in "fbiu" else tosa
-    if exp_arr.dtype.kind == "V" or exp_arr.dtype in (ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2):
-        exp_tosa = tosa
-    if tosa == "FP8E5M2" and exp_arr.dtype == np.uint8:
-        exp_tosa = tosa
-    if tosa in _MX_TYPES:
-        # packed FP4/FP6 (and raw E8M0) as values, so shapes match the precise reference's
-        act_arr = _as_float64(act_arr, tosa)
-        if exp_arr.dtype != np.float64:
-            exp_arr, exp_tosa = _as_float64(exp_arr, tosa), "FP64"
+    exp_arr, act_arr, tosa, exp_tosa = _normalise(expected, actual, dtype)
     shape = tuple(int(d) for d in act_arr.shape)
     is_float = tosa in _MANTISSA or tosa == "FP64"
     entry = _entry_for(mode, op, tosa, shape, block, max_abs_input)
@@ -500,6 +488,58 @@ def compare(
             message=f"shape {list(shape)} differs from expected {list(exp_arr.shape)}",
         )
 
+    ef, af, differ, diff, base = _differences(exp_arr, act_arr, tosa, exp_tosa, mode_name, is_float)
+
+    precise_ref = exp_arr.dtype == np.float64 and tosa in _MANTISSA and tosa not in _MX_TYPES
+    mismatched = base["mismatched"]
+    if mismatched == 0:
+        return Verdict(status=EXACT, method="exact", tolerance="bit-exact", **base)
+
+    verifier_ok = (mode_name == "RESCALE_INEXACT" and bounds is not None) or (
+        precise_ref and _verifier_applies(entry, bounds)
+    )
+    if verifier_ok:
+        if verifier_available():
+            ok, log = _run_verifier(entry, exp_arr, act_arr, bounds, tosa)
+            return Verdict(
+                status=WITHIN if ok else MISMATCH, method="verifier", tolerance=f"tosa-tools verifier, {mode_name}",
+                message=log if not ok else "", **base,
+            )
+
+    if not is_float and mode_name == "RESCALE_INEXACT":
+        n_bad = int(np.count_nonzero(diff > 1))
+        return Verdict(
+            status=MISMATCH if n_bad else WITHIN, method="ulp-fallback", tolerance="<= 1 LSB (inexact rounding)",
+            out_of_tolerance=n_bad, message=f"{n_bad} element(s) differ by more than 1 LSB" if n_bad else "", **base,
+        )
+    if not is_float:
+        return Verdict(status=MISMATCH, method="exact", tolerance="bit-exact", out_of_tolerance=mismatched, **base)
+
+    return _ulp_fallback(entry, ef, af, differ, diff, bounds, tosa, ulp, precise_ref, base)
+
+
+def _normalise(expected: np.ndarray, actual: np.ndarray, dtype: str | None) -> tuple[np.ndarray, np.ndarray, str, str]:
+    """The two arrays as :func:`compare` reads them and their TOSA dtypes (MX types as float64)."""
+    exp_arr = np.asarray(expected)
+    act_arr = np.asarray(actual)
+    tosa = _tosa_dtype_of(act_arr, dtype)
+    exp_tosa = _tosa_dtype_of(exp_arr, None) if exp_arr.dtype.kind in "fbiu" else tosa
+    if exp_arr.dtype.kind == "V" or exp_arr.dtype in (ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2):
+        exp_tosa = tosa
+    if tosa == "FP8E5M2" and exp_arr.dtype == np.uint8:
+        exp_tosa = tosa
+    if tosa in _MX_TYPES:
+        # packed FP4/FP6 (and raw E8M0) as values, so shapes match the precise reference's
+        act_arr = _as_float64(act_arr, tosa)
+        if exp_arr.dtype != np.float64:
+            exp_arr, exp_tosa = _as_float64(exp_arr, tosa), "FP64"
+    return exp_arr, act_arr, tosa, exp_tosa
+
+
+def _differences(exp_arr: np.ndarray, act_arr: np.ndarray, tosa: str, exp_tosa: str, mode_name: str,
+                 is_float: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
+    """Flattened values, the differing elements, |difference|, and the Verdict's measured fields."""
+    shape = tuple(int(d) for d in act_arr.shape)
     if is_float:
         e = _as_float64(exp_arr, exp_tosa if exp_tosa != "FP64" else tosa)
         a = _as_float64(act_arr, tosa)
@@ -537,31 +577,15 @@ def compare(
         first_mismatch=first, max_abs_error=max_abs, max_lsb_error=max_lsb, worst_index=worst,
         expected_at_worst=exp_w, actual_at_worst=act_w, sqnr_db=sqnr, cosine=cosine,
     )
+    return ef, af, differ, diff, base
 
-    precise_ref = exp_arr.dtype == np.float64 and tosa in _MANTISSA and tosa not in _MX_TYPES
-    if mismatched == 0:
-        return Verdict(status=EXACT, method="exact", tolerance="bit-exact", **base)
 
-    verifier_ok = (mode_name == "RESCALE_INEXACT" and bounds is not None) or (
-        precise_ref and _verifier_applies(entry, bounds)
-    )
-    if verifier_ok:
-        if verifier_available():
-            ok, log = _run_verifier(entry, exp_arr, act_arr, bounds, tosa)
-            return Verdict(
-                status=WITHIN if ok else MISMATCH, method="verifier", tolerance=f"tosa-tools verifier, {mode_name}",
-                message=log if not ok else "", **base,
-            )
-
-    if not is_float and mode_name == "RESCALE_INEXACT":
-        n_bad = int(np.count_nonzero(diff > 1))
-        return Verdict(
-            status=MISMATCH if n_bad else WITHIN, method="ulp-fallback", tolerance="<= 1 LSB (inexact rounding)",
-            out_of_tolerance=n_bad, message=f"{n_bad} element(s) differ by more than 1 LSB" if n_bad else "", **base,
-        )
-    if not is_float:
-        return Verdict(status=MISMATCH, method="exact", tolerance="bit-exact", out_of_tolerance=mismatched, **base)
-
+def _ulp_fallback(entry: Mapping[str, object], ef: np.ndarray, af: np.ndarray, differ: np.ndarray,
+                  diff: np.ndarray, bounds: np.ndarray | None, tosa: str, ulp: float | None,
+                  precise_ref: bool, base: dict) -> Verdict:
+    """A float verdict without the verifier: each differing element within the mode's allowance
+    in ULPs of its scale (the expected value; DOT_PRODUCT: the bounds or the largest value)."""
+    mode_name = str(entry["mode"])
     allowed, text = _allowance(entry, rounded=not precise_ref)
     if ulp is not None:
         allowed, text = float(ulp), f"<= {float(ulp):g} ULP of expected (override)"

@@ -444,27 +444,9 @@ def evaluate(lowered: Any, dataset: np.ndarray | Sequence[np.ndarray], *, labels
     >>> rep = evaluate(lm, x_test, labels=y_test, metrics=("top1", "accuracy"))   # doctest: +SKIP
     >>> print(rep.format_summary())                                               # doctest: +SKIP
     """
-    unknown = sorted(set(metrics) - set(METRICS))
-    if unknown:
-        raise EvalError(f"unknown metric(s) {unknown}; choose from {', '.join(METRICS)}")
-    if executor not in ("local", "ray"):
-        raise EvalError(f"unknown executor {executor!r}: local or ray")
-    if batch_size < 1:
-        raise EvalError(f"batch size must be at least 1, got {batch_size}")
-    tosa = getattr(lowered, "tosa", None)
-    if tosa is None:
-        raise EvalError("evaluate needs one TOSA graph; this model was split into partitions around CPU nodes")
-    graph = load(tosa)
-    data = [np.asarray(dataset, dtype=np.float32)] if isinstance(dataset, np.ndarray) else \
-        [np.asarray(a, dtype=np.float32) for a in dataset]
+    graph, data, labels = _checked(lowered, dataset, labels, metrics, executor, batch_size)
+    tosa = lowered.tosa
     n = data[0].shape[0]
-    if n == 0 or any(a.shape[0] != n for a in data):
-        raise EvalError(f"the data set must hold the same number (> 0) of inputs for every model input, "
-                        f"got {[a.shape[0] for a in data]}")
-    if labels is not None:
-        labels = np.asarray(labels).reshape(-1).astype(np.int64)
-        if labels.shape[0] != n:
-            raise EvalError(f"{labels.shape[0]} labels for {n} inputs")
     workers = max(1, workers if workers is not None else (os.cpu_count() or 1))
     seconds: dict[str, float] = {}
 
@@ -502,6 +484,51 @@ def evaluate(lowered: Any, dataset: np.ndarray | Sequence[np.ndarray], *, labels
 
     rep = EvalReport(n=n, profile=str(getattr(lowered, "profile", "INT")).upper(), classes=tosa_out.shape[1],
                      executor=executor, workers=workers, batch_size=batch_size, labels=labels)
+    _prediction_metrics(rep, tosa_out, float_out, fq_out, labels, metrics)
+
+    # ---- per-layer SQNR (drift) on evenly spaced inputs
+    if "layers" in metrics and float_gm is not None:
+        t = time.perf_counter()
+        count = n if layer_samples <= 0 else min(layer_samples, n)
+        rep.layer_samples = sorted({int(i) for i in np.linspace(0, n - 1, count).round()})
+        rep.layers = _layer_sqnr(lowered, data, rep.layer_samples, progress)
+        seconds["layers"] = time.perf_counter() - t
+    rep.seconds = seconds
+    return rep
+
+
+def _checked(lowered: Any, dataset: np.ndarray | Sequence[np.ndarray], labels: np.ndarray | None,
+             metrics: Sequence[str], executor: str,
+             batch_size: int) -> tuple[Graph, list[np.ndarray], np.ndarray | None]:
+    """:func:`evaluate`'s arguments checked (EvalError names what is wrong): the graph, the data
+    as float32 arrays, the labels as int64."""
+    unknown = sorted(set(metrics) - set(METRICS))
+    if unknown:
+        raise EvalError(f"unknown metric(s) {unknown}; choose from {', '.join(METRICS)}")
+    if executor not in ("local", "ray"):
+        raise EvalError(f"unknown executor {executor!r}: local or ray")
+    if batch_size < 1:
+        raise EvalError(f"batch size must be at least 1, got {batch_size}")
+    tosa = getattr(lowered, "tosa", None)
+    if tosa is None:
+        raise EvalError("evaluate needs one TOSA graph; this model was split into partitions around CPU nodes")
+    graph = load(tosa)
+    data = [np.asarray(dataset, dtype=np.float32)] if isinstance(dataset, np.ndarray) else \
+        [np.asarray(a, dtype=np.float32) for a in dataset]
+    n = data[0].shape[0]
+    if n == 0 or any(a.shape[0] != n for a in data):
+        raise EvalError(f"the data set must hold the same number (> 0) of inputs for every model input, "
+                        f"got {[a.shape[0] for a in data]}")
+    if labels is not None:
+        labels = np.asarray(labels).reshape(-1).astype(np.int64)
+        if labels.shape[0] != n:
+            raise EvalError(f"{labels.shape[0]} labels for {n} inputs")
+    return graph, data, labels
+
+
+def _prediction_metrics(rep: EvalReport, tosa_out: np.ndarray, float_out: np.ndarray | None,
+                        fq_out: np.ndarray | None, labels: np.ndarray | None, metrics: Sequence[str]) -> None:
+    """Predictions, agreement, confusion, output SQNR and accuracy into ``rep``."""
     rep.predictions["tosa"] = tosa_out.argmax(1)
     if float_out is not None:
         rep.predictions["float"] = float_out.argmax(1)
@@ -527,16 +554,6 @@ def evaluate(lowered: Any, dataset: np.ndarray | Sequence[np.ndarray], *, labels
         for k in ("float", "fake_quant", "tosa"):
             if k in rep.predictions:
                 rep.accuracy[k] = float(np.mean(rep.predictions[k] == labels))
-
-    # ---- per-layer SQNR (drift) on evenly spaced inputs
-    if "layers" in metrics and float_gm is not None:
-        t = time.perf_counter()
-        count = n if layer_samples <= 0 else min(layer_samples, n)
-        rep.layer_samples = sorted({int(i) for i in np.linspace(0, n - 1, count).round()})
-        rep.layers = _layer_sqnr(lowered, data, rep.layer_samples, progress)
-        seconds["layers"] = time.perf_counter() - t
-    rep.seconds = seconds
-    return rep
 
 
 def _layer_sqnr(lowered: Any, data: list[np.ndarray], indices: list[int], stream: TextIO | None) -> list[LayerSQNR]:

@@ -64,6 +64,8 @@ def resize(call: OpCall) -> list[np.ndarray]:
 
     Integer BILINEAR returns the weighted sum scaled by ``scale_y_n * scale_x_n`` (exact, no
     division); floating-point modes compute in float64 and round once to the output type.
+    Longer than 80 lines on purpose: it follows the spec's RESIZE pseudocode (ERROR_IFs, index
+    and weight computation, NEAREST and BILINEAR) in one reading, as the conformance tests do.
     """
     call.check_arity(4, 1)
     mode = call.attrs.get("mode")
