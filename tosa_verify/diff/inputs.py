@@ -30,7 +30,7 @@ def random_inputs(graph: Source, seed: int = 0) -> dict[str, np.ndarray]:
     within +-2**16 / +-2**24 so sums and products stay representable); floats are standard
     normal, rounded to the input format.
 
-    >>> from tosa_verify.graph import Region
+    >>> from tosa_verify.graph import Block, Graph, Region, Tensor
     >>> g = Graph((1, 0, 0, False), [Region("main", [Block("main", [], {"x": Tensor("x", (2,), "INT8")}, ["x"], ["x"])])])
     >>> random_inputs(g, seed=1)["x"].dtype
     dtype('int8')
