@@ -113,7 +113,7 @@ def roll(gm, n, b):
         out, dims, sizes = b(aten.reshape.default, x, [-1]), [0], [math.prod(shape)]
     else:
         sizes = shape
-    for shift, dim in zip(shifts, dims):
+    for shift, dim in zip(shifts, dims, strict=True):
         size = sizes[dim]
         s = shift % size if size else 0
         if s:
