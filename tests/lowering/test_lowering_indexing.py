@@ -89,6 +89,8 @@ CASES = {
     "unfold_first": (lambda x: x.unfold(0, 2, 1) - 0.5, (X,)),
     "as_strided_view": (lambda x: torch.as_strided(x, (10, 12), (12, 1)), (X,)),
     "as_strided_windows": (lambda x: torch.as_strided(x, (3, 4), (2, 5), 3), (X,)),
+    "roll_two_dims": (lambda x: torch.roll(x, (-1, 8), (1, 2)) * 2.0, (X,)),
+    "roll_flat": (lambda x: torch.roll(x, 7), (X,)),
 }
 
 

@@ -431,7 +431,8 @@ def test_delegate_spec_and_constructor_validation():
     assert TosaPartitioner(spec).delegation_spec.backend_id == "TosaVerifyEthosUBackend"
 
 
-@pytest.mark.parametrize("module", ["lowering.partitioner", "lowering.api"])
+@pytest.mark.parametrize("module", ["lowering.partitioner", "lowering.delegate_backends",
+                                    "lowering.delegate_graphs", "lowering.api"])
 def test_docstring_examples(module):
     import importlib
 

@@ -1,6 +1,7 @@
 """torchvision classifiers nobody here wrote: lowered whole, exact, compiled by Vela, checked.
 
-Random weights (nothing is downloaded), eval mode, 96x96 inputs (see ``tv_models.py``). Each
+Random weights (nothing is downloaded), eval mode, 96x96 inputs (more architectures at 64x64 or
+the smallest size they take, INT and FP only; see ``tv_models.py``). Each
 model must lower as one TOSA graph in INT and FP; the INT graph must equal its fake-quant model
 evaluated in float64 bit for bit, the FP graph PyTorch within float32 rounding; Vela must put
 every operator on the NPU of an Ethos-U55-128 and an Ethos-U85-256; ``tosa-verify check`` with
@@ -41,7 +42,7 @@ def _lowered(name: str, profile: str):
     return _LOWERED[name, profile]
 
 
-@pytest.mark.parametrize("name", tv_models.MODELS)
+@pytest.mark.parametrize("name", (*tv_models.MODELS, *tv_models.MORE_MODELS))
 def test_int_lowers_whole_and_equals_float64_fake_quant(name):
     _, example, lm = _lowered(name, "INT")
     assert lm.tosa is not None and lm.cpu_nodes == [], lm.cpu_nodes[:3]
@@ -54,7 +55,7 @@ def test_int_lowers_whole_and_equals_float64_fake_quant(name):
     assert diff.max() == 0, f"{name}: {(diff > 0).sum()} of {diff.size} outputs differ"
 
 
-@pytest.mark.parametrize("name", tv_models.MODELS)
+@pytest.mark.parametrize("name", (*tv_models.MODELS, *tv_models.MORE_MODELS))
 def test_fp_lowers_whole_and_matches_pytorch(name):
     model, example, lm = _lowered(name, "FP")
     assert lm.tosa is not None and lm.cpu_nodes == [], lm.cpu_nodes[:3]

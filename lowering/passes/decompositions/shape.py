@@ -1,5 +1,5 @@
 """Data movement: split / chunk / unbind into slices, a unit-step slice_scatter into slices + cat, copy,
-and max_pool2d_with_indices when only the values are used."""
+max_pool2d_with_indices when only the values are used, and roll."""
 
 from __future__ import annotations
 
@@ -99,3 +99,24 @@ def expand_as(gm, n, b):
     if other is None:
         return None
     return b(aten.expand.default, n.args[0], list(other.shape))
+
+
+@decomposition(aten.roll.default)
+def roll(gm, n, b):
+    """``torch.roll``: per rolled dim, its last ``shift`` elements then the others,
+    concatenated; with no dims, the same on the flattened tensor (swin's shifted windows)."""
+    x = n.args[0]
+    shape = list(val(x).shape)
+    shifts, dims = list(arg(n, 1, "shifts")), list(arg(n, 2, "dims", []) or [])
+    out = x
+    if not dims:  # torch rolls the flattened tensor, then restores the shape
+        out, dims, sizes = b(aten.reshape.default, x, [-1]), [0], [math.prod(shape)]
+    else:
+        sizes = shape
+    for shift, dim in zip(shifts, dims, strict=True):
+        size = sizes[dim]
+        s = shift % size if size else 0
+        if s:
+            out = b(aten.cat.default, [b(aten.slice.Tensor, out, dim, size - s, size),
+                                       b(aten.slice.Tensor, out, dim, 0, size - s)], dim)
+    return b(aten.reshape.default, out, shape) if sizes is not shape else out
