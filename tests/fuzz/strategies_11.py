@@ -321,6 +321,92 @@ def v_block_scaled_plain(d: Draw, b: Builder) -> T:
     return out
 
 
+#: EXT-INT64 rows the 1.1 draft adds to 1.0 elementwise / reduction operators.
+INT64_BINARY = ("ADD", "SUB", "MUL", "INTDIV", "BITWISE_AND", "BITWISE_OR", "BITWISE_XOR", "LOGICAL_LEFT_SHIFT",
+                "LOGICAL_RIGHT_SHIFT", "ARITHMETIC_RIGHT_SHIFT", "MAXIMUM", "MINIMUM", "EQUAL", "GREATER",
+                "GREATER_EQUAL")
+INT64_UNARY = ("ABS", "BITWISE_NOT", "CLZ", "NEGATE", "REDUCE_SUM", "REDUCE_MAX", "REDUCE_MIN", "SELECT")
+
+
+def _i64_values(d: Draw, b: Builder, shape) -> np.ndarray:
+    """int64 values: small, near the limits (overflow probes: REQUIRE on both sides), or full range."""
+    kind = d.int(0, 2)
+    if kind == 0:
+        return b.rng.integers(-1000, 1000, shape, endpoint=True)
+    if kind == 1:
+        lim = np.iinfo(np.int64)
+        v = b.rng.integers(lim.max - 4, lim.max, shape, endpoint=True)
+        return np.where(b.rng.random(shape) < 0.5, v, -v - 1)
+    return b.values(shape, "INT64")
+
+
+def _int64_other(d: Draw, b: Builder) -> T:
+    """ARGMAX with an i64_t result, GATHER / SCATTER with i64_t indices, CAST to / from i64_t."""
+    op = d.choice(["ARGMAX", "GATHER", "SCATTER", "CAST"])
+    if op == "ARGMAX":
+        dt = d.choice(["INT8", "INT16", "INT32", "INT64", "FP16", "BF16", "FP32"])
+        x = b.input(small_shape(d, d.int(1, 3), 4), dt)
+        axis = d.int(0, len(x.shape) - 1)
+        shape = tuple(s for i, s in enumerate(x.shape) if i != axis)
+        return b.op("ARGMAX", [x], shape, "INT64", "ArgMaxAttribute", axis, ts.NanPropagationMode.PROPAGATE)
+    if op == "CAST":
+        src = d.choice(["BOOL", "INT32", "INT64"])
+        shape = small_shape(d, d.int(1, 3), 4)
+        x = b.input(shape, src, value=_i64_values(d, b, shape) if src == "INT64" else None)
+        return b.op("CAST", [x], x.shape, "INT64" if src != "INT64" else d.choice(["BOOL", "INT32"]))
+    dt = d.choice(["INT8", "INT16", "INT32", "INT64", "FP16", "BF16", "FP32", "BOOL"])
+    n, k, c = d.int(1, 2), d.int(1, 5), d.int(1, 4)
+    values = b.input((n, k, c), dt)
+    if op == "GATHER":
+        w = d.int(1, 4)
+        idx = b.input((n, w), "INT64", value=b.rng.integers(0, k - (0 if d.chance(97) else -1), (n, w)))
+        return b.op("GATHER", [values, idx], (n, w, c), dt)
+    w = d.int(1, k)
+    idx = b.input((n, w), "INT64", value=np.stack([b.rng.permutation(k)[:w] for _ in range(n)]))
+    return b.op("SCATTER", [values, idx, b.input((n, w, c), dt)], (n, k, c), dt)
+
+
+def v_int64(d: Draw, b: Builder) -> T:
+    """One EXT-INT64 elementwise, comparison, SELECT or reduction operator (1.1 graph)."""
+    op = d.choice([*INT64_BINARY, *INT64_UNARY, "ARGMAX/GATHER/CAST"])
+    if op == "ARGMAX/GATHER/CAST":
+        return _int64_other(d, b)
+    shape = small_shape(d, d.int(1, 3), 4)
+    x = b.input(shape, "INT64", value=_i64_values(d, b, shape))
+    if op in INT64_BINARY:
+        shape = tuple(1 if d.chance(25) else s for s in x.shape)
+        if op.endswith("SHIFT"):
+            value = b.rng.integers(0, 63 if d.chance(95) else 64, shape, endpoint=True)
+        elif op == "INTDIV":
+            value = _i64_values(d, b, shape)
+            value[value == 0] = 0 if d.chance(5) else 1
+        else:
+            value = _i64_values(d, b, shape)
+        y = b.input(shape, "INT64", value=value)
+        out = "BOOL" if op in ("EQUAL", "GREATER", "GREATER_EQUAL") else "INT64"
+        ins = [x, y] if d.chance(80) else [y, x]
+        if op == "MUL":
+            return b.op(op, [*ins, b.const(np.array([0], np.int8), "INT8")], x.shape, out)
+        if op in ("MAXIMUM", "MINIMUM"):
+            return b.op(op, ins, x.shape, out, _camel(op), ts.NanPropagationMode.PROPAGATE)
+        if op == "ARITHMETIC_RIGHT_SHIFT":
+            return b.op(op, ins, x.shape, out, "ArithmeticRightShiftAttribute", d.bool())
+        return b.op(op, ins, x.shape, out)
+    if op == "NEGATE":
+        zero = b.const(np.array([0]), "INT64")
+        return b.op(op, [x, zero, b.const(np.array([0]), "INT64")], x.shape, "INT64")
+    if op == "SELECT":
+        cond = b.input(x.shape, "BOOL")
+        return b.op(op, [cond, x, b.input(x.shape, "INT64", value=_i64_values(d, b, x.shape))], x.shape, "INT64")
+    if op.startswith("REDUCE"):
+        axis = d.int(0, len(x.shape) - 1)
+        shape = tuple(1 if i == axis else s for i, s in enumerate(x.shape))
+        if op == "REDUCE_SUM":
+            return b.op(op, [x], shape, "INT64", "ReduceSumAttribute", axis)
+        return b.op(op, [x], shape, "INT64", _camel(op), axis, ts.NanPropagationMode.PROPAGATE)
+    return b.op(op, [x], x.shape, "INT64")
+
+
 V11_BUILDERS = {
     "SHAPE": v_shape_ops,
     "MATMUL_T": v_matmul_t,
@@ -329,6 +415,7 @@ V11_BUILDERS = {
     "MX": v_mx,
     "BLOCK_SCALED_PLAIN": v_block_scaled_plain,
     "DYNAMIC_RESHAPE": v_dynamic_reshape,
+    "INT64": v_int64,
 }
 
 
