@@ -98,12 +98,13 @@ def multi_op_cases(draw) -> FuzzCase:
 
 
 def case_from_seed(kind: str, seed: int) -> FuzzCase:
-    """Reproducible case for the long run: ``kind`` is ``single``, ``multi``, ``fp`` or ``v11``."""
+    """Reproducible case for the long run: ``kind`` is ``single``, ``multi``, ``fp``, ``v11`` or
+    ``v11:<BUILDER>`` (one of :data:`fuzz.strategies_11.V11_BUILDERS`, e.g. ``v11:INT64``)."""
     d = RandomDraw(seed)
-    if kind == "v11":
+    if kind.startswith("v11"):
         from .strategies_11 import build_v11
 
-        return build_v11(d, seed)
+        return build_v11(d, seed, kind.partition(":")[2] or None)
     if kind == "single":
         return build_single(d, seed)
     if kind == "fp":
