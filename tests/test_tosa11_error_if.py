@@ -256,3 +256,48 @@ def test_the_valid_neighbours_run_alike() -> None:
         theirs = reference.run(data, g.feed)
         for a, b in zip(ours, theirs, strict=True):
             np.testing.assert_array_equal(np.asarray(a).view(np.uint8), np.asarray(b).view(np.uint8))
+
+
+def _one_op_11(op: str, ins: list[tuple[tuple[int, ...], str]], out: tuple[tuple[int, ...], str], *attr,
+               minor: int = 1) -> tuple[bytes, dict]:
+    """A one-operator graph (by the fuzzer's builder) with fresh inputs."""
+    from fuzz.builder import Builder  # tests/ is on sys.path
+
+    b = Builder(np.random.default_rng(1), minor=minor)
+    small = [b.rng.integers(-(1 << 40), 1 << 40, shape) if dt == "INT64" else None for shape, dt in ins]
+    tensors = [b.input(shape, dt, value=v) for (shape, dt), v in zip(ins, small, strict=True)]
+    result = b.op(op, tensors, out[0], out[1], *attr)
+    case = b.finish([result])
+    return case.data, case.inputs
+
+
+#: EXT-INT64 type rows that do not exist (the 1.1 draft's tables): an error on both sides.
+INT64_INVALID = [
+    ("ARGMAX i64_t in, i32_t out", "ARGMAX", [((2, 3), "INT64")], ((3,), "INT32"), "ArgMaxAttribute", 0, "PROPAGATE"),
+    ("GATHER i64_t values, i32_t indices", "GATHER", [((1, 4, 2), "INT64"), ((1, 2), "INT32")], ((1, 2, 2), "INT64")),
+    ("CAST i64_t to i8_t", "CAST", [((2, 3), "INT64")], ((2, 3), "INT8")),
+    ("CAST i8_t to i64_t", "CAST", [((2, 3), "INT8")], ((2, 3), "INT64")),
+]
+
+
+@pytest.mark.parametrize("case", INT64_INVALID, ids=[c[0] for c in INT64_INVALID])
+def test_int64_type_rows_the_draft_lacks_are_errors_in_both(case) -> None:
+    import tosa_serializer as ts
+
+    _, op, ins, out, *attr = case
+    attr = [ts.NanPropagationMode.PROPAGATE if a == "PROPAGATE" else a for a in attr]
+    data, feed = _one_op_11(op, ins, out, *attr)
+    with pytest.raises(TosaValidationError, match=op):
+        run_interpreter(data, feed)
+    with pytest.raises(TosaValidationError):
+        reference.run(data, feed)
+
+
+def test_int64_add_is_a_1_1_type() -> None:
+    """A TOSA 1.0 graph has no i64_t ADD (1.0 tables): the interpreter rejects it. The reference
+    model does not check the version and runs it; in a 1.1 graph both run it alike."""
+    data10, feed = _one_op_11("ADD", [((2, 3), "INT64")] * 2, ((2, 3), "INT64"), minor=0)
+    with pytest.raises(TosaValidationError, match="INT64"):
+        run_interpreter(data10, feed)
+    data11, feed = _one_op_11("ADD", [((2, 3), "INT64")] * 2, ((2, 3), "INT64"))
+    np.testing.assert_array_equal(run_interpreter(data11, feed)[0], reference.run(data11, feed)[0])
