@@ -115,3 +115,20 @@ def test_mod_shape_in_range_agrees():
     case = _mod_shape_tile(7, 3, 1)
     assert run_case(case).kind == "agree"
     np.testing.assert_array_equal(tosa_verify.run(case.data, case.inputs)[0], case.inputs["in1"])
+
+
+@pytest.mark.parametrize("in_t", ["INT32", "INT64", "INT8", "FP32"])
+def test_argmax_i64_result_of_every_input_type(in_t):
+    """fuzz v11:301620 - the 1.1 draft's ARGMAX rows give every in_t (i32_t included, which 1.0
+    lacks) an i64_t result; both executors must agree on the index."""
+    import tosa_serializer as ts
+
+    from .builder import Builder
+    from .differential import run_case
+
+    b = Builder(np.random.default_rng(0), minor=1)
+    value = np.array([[1, 5, 2], [7, 0, 2]])
+    x = b.input((2, 3), in_t, value=value)
+    case = b.finish([b.op("ARGMAX", [x], (3,), "INT64", "ArgMaxAttribute", 0, ts.NanPropagationMode.PROPAGATE)])
+    assert run_case(case).kind == "agree"
+    np.testing.assert_array_equal(tosa_verify.run(case.data, case.inputs)[0], np.argmax(value, axis=0))

@@ -258,10 +258,10 @@ def argmax(call: OpCall) -> list[np.ndarray]:
     call.check_arity(1, 1)
     dt = call.in_dtype(0)
     out_t = call.out_dtype()
-    call.error_if(dt not in (*MAX_TYPES, *int64_if_11(call)), f"unsupported in_t {dt}")
-    # TOSA 1.1 (EXT-INT64): out_t may be i64_t for every in_t, and must be for i64_t input
+    # TOSA 1.1 (EXT-INT64): an i64_t result for every in_t, and i32_t / i64_t inputs with it
     call.error_if(out_t not in ("INT32", *int64_if_11(call)), f"out_t {out_t} is not i32_t")
-    call.error_if(dt == "INT64" and out_t != "INT64", "in_t i64_t with out_t i32_t")
+    allowed = (*MAX_TYPES, "INT32", "INT64") if out_t == "INT64" else MAX_TYPES
+    call.error_if(dt not in allowed, f"unsupported in_t {dt} (with out_t {out_t})")
     shape1 = tuple(call.input_decls[0].shape)
     axis = int(call.attrs.get("axis", 0))
     call.error_if(
