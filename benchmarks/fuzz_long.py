@@ -8,7 +8,7 @@ Usage (from the repository root)::
 
 Graph ``i`` is built from seed ``start + i``; its kind cycles single, single, multi, fp, v11 (INT
 single-op graphs, small quantized networks, floating-point single ops, TOSA 1.1 draft
-operators), so every reported case is reproducible with ``--replay KIND:SEED``. Prints the count of each outcome (agree, both-error,
+operators; ``--kinds`` picks another cycle, e.g. ``--kinds v11`` for 1.1 graphs only), so every reported case is reproducible with ``--replay KIND:SEED``. Prints the count of each outcome (agree, both-error,
 both-unpredictable, unsupported, disagree), a per-operator breakdown, every disagreement, and
 exits 1 if any disagreement was found.
 
@@ -24,6 +24,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,11 +33,11 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 KINDS = ("single", "single", "multi", "fp", "v11")
 
 
-def _one(seed: int) -> tuple[int, str, str, list[str], str]:
+def _one(seed: int, kinds: Sequence[str] = KINDS) -> tuple[int, str, str, list[str], str]:
     from fuzz.differential import run_case
     from fuzz.strategies import case_from_seed
 
-    kind = KINDS[seed % len(KINDS)]
+    kind = kinds[seed % len(kinds)]
     try:
         case = case_from_seed(kind, seed)
     except Exception as exc:  # noqa: BLE001 - a generator bug is reported, not fatal
@@ -81,10 +82,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--start", type=int, default=0, help="first seed")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes")
     parser.add_argument("--replay", metavar="KIND:SEED", help="re-run one case verbosely")
+    parser.add_argument("--kinds", default=",".join(KINDS),
+                        help="comma-separated kinds graph i cycles through (default %(default)s; v11 alone: --kinds v11)")
     args = parser.parse_args(argv)
     if args.replay:
         return replay(args.replay)
 
+    kinds = tuple(args.kinds.split(","))
     seeds = range(args.start, args.start + args.count)
     outcomes: Counter[str] = Counter()
     per_op: Counter[tuple[str, str]] = Counter()
@@ -92,13 +96,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.time()
     if args.jobs > 1:
         with ProcessPoolExecutor(args.jobs) as pool:
-            results = pool.map(_one, seeds, chunksize=25)
+            results = pool.map(partial(_one, kinds=kinds), seeds, chunksize=25)
             for done, result in enumerate(results, 1):
                 _record(result, outcomes, per_op, problems)
                 _progress(done, args.count, started, outcomes)
     else:
         for done, seed in enumerate(seeds, 1):
-            _record(_one(seed), outcomes, per_op, problems)
+            _record(_one(seed, kinds), outcomes, per_op, problems)
             _progress(done, args.count, started, outcomes)
     elapsed = time.time() - started
     total = sum(outcomes.values())

@@ -136,13 +136,27 @@ DEFAULT_MAXIMUM = 1
 MAXIMUM_OF = {"RESCALE": 3}
 
 
+#: Other seeds and generator parameters for the TOSA 1.1 operators (the sweep's "hidden cases"):
+#: two more seeds, larger tensors, and constant (instead of graph-input) operands.
+OTHER_CONFIGS_11: dict[str, dict] = {
+    "seed1": {"seed": 1, "maximum": 4, "num_errorifs": 3},
+    "seed2026": {"seed": 2026, "maximum": 4, "num_errorifs": 3},
+    "dims1-12": {"seed": 99, "maximum": 4, "num_errorifs": 2, "extra_args": ("--tensor-dim-range", "1,12")},
+    "const-inputs": {"seed": 5, "maximum": 4, "num_errorifs": 2, "extra_args": ("--random-const-inputs",)},
+}
+
+
 def generate(op: str, *, maximum: int | None = None, num_errorifs: int = 1, seed: int = 42,
-             extra_args: tuple[str, ...] = ()) -> Path:
-    """Generate (once, cached) the conformance cases of ``op``; return their root directory."""
+             extra_args: tuple[str, ...] = (), tosa11: bool = False) -> Path:
+    """Generate (once, cached) the conformance cases of ``op``; return their root directory.
+
+    ``tosa11`` generates a 1.0 operator's cases as TOSA 1.1 (with the 1.1 extensions, e.g. its
+    EXT-INT64 types with ``extra_args=("--target-dtype", "int64")``).
+    """
     if maximum is None:
         maximum = MAXIMUM_OF.get(op, DEFAULT_MAXIMUM)
     op_name = op.lower()
-    v11 = op in SPEC_OPS_11
+    v11 = tosa11 or op in SPEC_OPS_11
     args = [
         "--filter", f"^{op_name}$",
         "--tosa-version", "1.1" if v11 else "1.0",

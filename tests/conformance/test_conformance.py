@@ -11,7 +11,7 @@ import pytest
 
 import tosa_verify
 
-from .harness import SPEC_OPS, SPEC_OPS_11, check_op
+from .harness import OTHER_CONFIGS_11, SPEC_OPS, SPEC_OPS_11, check_op
 
 #: Ops the generator produces no standalone cases for; each is covered by hand-made graphs
 #: checked against the reference model in tests/ops (the test file is named beside it).
@@ -78,6 +78,35 @@ def test_generated_cases_11_sweep(op: str, tmp_path) -> None:
     """The 1.1 sweep: every 1.1 op, more cases per dtype, every ERROR_IF kind three times, seed 7."""
     positives, negatives, failures = check_op(op, tmp_path, maximum=12, num_errorifs=3, seed=7)
     assert positives > 0, f"the generator produced no positive cases for {op}"
+    assert not failures, f"{len(failures)} of {positives + negatives} cases fail:\n" + "\n".join(failures[:25])
+
+
+@pytest.mark.sweep
+@pytest.mark.parametrize("config", sorted(OTHER_CONFIGS_11))
+@pytest.mark.parametrize("op", SPEC_OPS_11)
+def test_generated_cases_11_other_seeds(op: str, config: str, tmp_path) -> None:
+    """The 1.1 operators on cases generated with other seeds and parameters (harness.OTHER_CONFIGS_11)."""
+    positives, negatives, failures = check_op(op, tmp_path, **OTHER_CONFIGS_11[config])
+    assert positives > 0, f"the generator produced no positive cases for {op} ({config})"
+    assert not failures, f"{len(failures)} of {positives + negatives} cases fail ({config}):\n" + "\n".join(failures[:25])
+
+
+#: TOSA 1.0 operators the 1.1 draft gives i64_t rows (EXT-INT64) that tosa-tools generates and
+#: its reference model runs (the data-layout ops, CONST and IDENTITY move int64 values untouched).
+INT64_OPS = (
+    "ABS ADD ARGMAX ARITHMETIC_RIGHT_SHIFT BITWISE_AND BITWISE_NOT BITWISE_OR BITWISE_XOR CAST CLZ CONCAT CONST "
+    "EQUAL GATHER GREATER GREATER_EQUAL IDENTITY INTDIV LOGICAL_LEFT_SHIFT LOGICAL_RIGHT_SHIFT MAXIMUM MINIMUM MUL "
+    "NEGATE PAD REDUCE_MAX REDUCE_MIN REDUCE_SUM RESHAPE REVERSE SCATTER SELECT SLICE SUB TILE TRANSPOSE"
+).split()
+
+
+@pytest.mark.sweep
+@pytest.mark.parametrize("op", INT64_OPS)
+def test_generated_int64_cases(op: str, tmp_path) -> None:
+    """The EXT-INT64 rows of 1.0 operators: the generator's i64 cases of a TOSA 1.1 graph."""
+    positives, negatives, failures = check_op(op, tmp_path, tosa11=True, extra_args=("--target-dtype", "int64"),
+                                              maximum=4)
+    assert positives > 0, f"the generator produced no int64 cases for {op}"
     assert not failures, f"{len(failures)} of {positives + negatives} cases fail:\n" + "\n".join(failures[:25])
 
 

@@ -6,6 +6,8 @@ Each test pins a fixed disagreement so it cannot come back.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -74,3 +76,59 @@ def test_int4_constant_minus_eight_is_rejected():
     data = _int4_conv(np.array([-8, 7, 3], np.int8))
     with pytest.raises(tosa_verify.TosaError):
         tosa_verify.run(data, [np.array([[[[1, 2, 3]]]], np.int8)])
+
+
+def _mod_shape_tile(a: int, c: int, multiple: int):
+    """TILE of a [1] int8 input by MOD_SHAPE([a], [c]) (declared output [multiple])."""
+    from .builder import Builder
+    from .strategies_11 import _shape_op
+
+    b = Builder(np.random.default_rng(0), minor=1)
+    x = b.input((1,), "INT8")
+    s = _shape_op(b, "MOD_SHAPE", [b.shape_const([a]), b.shape_const([c])], 1)
+    return b.finish([b.op("TILE", [x, s], (multiple,), "INT8")])
+
+
+@pytest.mark.parametrize(("a", "c", "cpp_mod", "condition"), [(3, -2, 1, "input2[index] >= 1"),
+                                                             (-1, 1, 0, "input1[index] >= 0")])
+def test_mod_shape_requires_are_the_spec_s_not_the_reference_s(a, c, cpp_mod, condition):
+    """fuzz v11:206774 / v11:206067 (generator at 48842f8) - MOD_SHAPE.tosac has
+    ``REQUIRE(input1[index] >= 0); REQUIRE(input2[index] >= 1);``. The reference model only rejects
+    a zero denominator and computes C++ ``%`` (``3 % -2 == 1``, ``-1 % 1 == 0``); the interpreter
+    follows the spec (unpredictable), which the differential counts as "reference-lenient"."""
+    from .differential import run_case
+
+    case = _mod_shape_tile(a, c, max(cpp_mod, 1))
+    with pytest.raises(tosa_verify.TosaRequireError, match=re.escape(condition)):
+        tosa_verify.run(case.data, case.inputs)
+    if cpp_mod:  # the reference runs on with the C++ remainder
+        assert reference.run(case.data, case.inputs)[0].shape == (cpp_mod,)
+    else:  # a TILE multiple of 0 is the reference's next error
+        with pytest.raises(tosa_verify.TosaValidationError):
+            reference.run(case.data, case.inputs)
+    assert run_case(case).kind == "reference-lenient"
+
+
+def test_mod_shape_in_range_agrees():
+    from .differential import run_case
+
+    case = _mod_shape_tile(7, 3, 1)
+    assert run_case(case).kind == "agree"
+    np.testing.assert_array_equal(tosa_verify.run(case.data, case.inputs)[0], case.inputs["in1"])
+
+
+@pytest.mark.parametrize("in_t", ["INT32", "INT64", "INT8", "FP32"])
+def test_argmax_i64_result_of_every_input_type(in_t):
+    """fuzz v11:301620 - the 1.1 draft's ARGMAX rows give every in_t (i32_t included, which 1.0
+    lacks) an i64_t result; both executors must agree on the index."""
+    import tosa_serializer as ts
+
+    from .builder import Builder
+    from .differential import run_case
+
+    b = Builder(np.random.default_rng(0), minor=1)
+    value = np.array([[1, 5, 2], [7, 0, 2]])
+    x = b.input((2, 3), in_t, value=value)
+    case = b.finish([b.op("ARGMAX", [x], (3,), "INT64", "ArgMaxAttribute", 0, ts.NanPropagationMode.PROPAGATE)])
+    assert run_case(case).kind == "agree"
+    np.testing.assert_array_equal(tosa_verify.run(case.data, case.inputs)[0], np.argmax(value, axis=0))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _int64
 from ._broadcast import FP_TYPES, broadcast_inputs
 from .registry import OpCall, register
 
@@ -16,7 +17,7 @@ _COMPARE_TYPES = tuple((t, t, "BOOL") for t in ("INT32", *FP_TYPES))
 
 def _compare(call: OpCall, fn) -> list[np.ndarray]:
     call.check_arity(2, 1)
-    call.check_types(_COMPARE_TYPES)
+    call.check_types(_int64.with_int64(call, _COMPARE_TYPES, ("INT64", "INT64", "BOOL")))
     a, b = broadcast_inputs(call, 0, 1)
     with np.errstate(invalid="ignore"):  # comparing NaN is the specified false
         return [np.asarray(fn(a, b), dtype=np.bool_)]

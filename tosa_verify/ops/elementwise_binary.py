@@ -15,6 +15,7 @@ import numpy as np
 
 from ..dtypes import dtype_info
 from ..numerics import int_range, round_to_float, wrap
+from . import _int64
 from ._broadcast import (
     FP_TYPES,
     apply_max,
@@ -34,13 +35,17 @@ _INT_BITWISE = (("INT8",) * 3, ("INT16",) * 3, ("INT32",) * 3)
 _ADD_TYPES = (("INT32",) * 3,) + tuple((t,) * 3 for t in FP_TYPES)
 _BOOL = (("BOOL",) * 3,)
 #: Shift amounts the shift ops' REQUIRE allows: 0 <= shift <= bits - 1.
-_SHIFT_MAX = {"INT8": 7, "INT16": 15, "INT32": 31}
+_SHIFT_MAX = {"INT8": 7, "INT16": 15, "INT32": 31, "INT64": 63}
+_I64_ROW = ("INT64",) * 3
 
 
-def _binary(call: OpCall, types) -> tuple[np.ndarray, np.ndarray, str]:
-    """Common prologue: arity, type signature, broadcasting. Returns (a, b, dtype of input1)."""
+def _binary(call: OpCall, types, int64: bool = False) -> tuple[np.ndarray, np.ndarray, str]:
+    """Common prologue: arity, type signature, broadcasting. Returns (a, b, dtype of input1).
+
+    ``int64`` also allows the all-INT64 signature of EXT-INT64 (TOSA 1.1 graphs only).
+    """
     call.check_arity(2, 1)
-    call.check_types(types)
+    call.check_types(_int64.with_int64(call, types, _I64_ROW) if int64 else types)
     a, b = broadcast_inputs(call, 0, 1)
     return a, b, call.in_dtype(0)
 
@@ -67,7 +72,7 @@ def _out(values: np.ndarray, call: OpCall) -> np.ndarray:
 
 
 def _add_sub(call: OpCall, sign: int) -> list[np.ndarray]:
-    a, b, dt = _binary(call, _ADD_TYPES)
+    a, b, dt = _binary(call, _ADD_TYPES, int64=True)
     return _add_sub_values(call, a, b, dt, sign)
 
 
@@ -78,7 +83,7 @@ def prepare_add_sub(call: OpCall):
     A run relies on numpy's broadcasting, which equals the spec's once the ranks match.
     """
     call.check_arity(2, 1)
-    call.check_types(_ADD_TYPES)
+    call.check_types(_int64.with_int64(call, _ADD_TYPES, _I64_ROW))
     check_broadcast(call, 0, 1)
     dt, sign = call.in_dtype(0), (1 if call.op == "ADD" else -1)
     return lambda run: _add_sub_values(run, run.inputs[0], run.inputs[1], dt, sign)
@@ -90,6 +95,8 @@ def _add_sub_values(call: OpCall, a: np.ndarray, b: np.ndarray, dt: str, sign: i
         c = a.astype(I64) + sign * b.astype(I64)
         _require_fits(call, c, dt, "apply_add_s/apply_sub_s result")
         return [_out(c, call)]
+    if dt == "INT64":
+        return [_int64.add_sub(call, a, b, sign)]
     with np.errstate(all="ignore"):  # inf - inf -> NaN is the specified result
         c = to_f64(a) + sign * to_f64(b)
     return [round_to_float(c, dt)]
@@ -118,7 +125,7 @@ def arithmetic_right_shift(call: OpCall) -> list[np.ndarray]:
 
     With ``round`` the result is incremented when the last bit shifted out was 1.
     """
-    a, b, dt = _binary(call, _INT_BITWISE)
+    a, b, dt = _binary(call, _INT_BITWISE, int64=True)
     a64, b64 = a.astype(I64), b.astype(I64)
     _require_shift(call, b64, dt)
     result = a64 >> b64
@@ -131,7 +138,7 @@ def arithmetic_right_shift(call: OpCall) -> list[np.ndarray]:
 
 
 def _bitwise(call: OpCall, fn) -> list[np.ndarray]:
-    a, b, _ = _binary(call, _INT_BITWISE)
+    a, b, _ = _binary(call, _INT_BITWISE, int64=True)
     return [fn(a, b).astype(_working(call), copy=False)]
 
 
@@ -159,7 +166,9 @@ def intdiv(call: OpCall) -> list[np.ndarray]:
 
     REQUIRE the divisor is non-zero and the quotient fits (``INT32_MIN / -1`` does not).
     """
-    a, b, dt = _binary(call, (("INT32",) * 3,))
+    a, b, dt = _binary(call, (("INT32",) * 3,), int64=True)
+    if dt == "INT64":
+        return [_int64.intdiv(call, a, b)]
     a64, b64 = a.astype(I64), b.astype(I64)
     call.require(np.all(b64 != 0), "value2 != 0")
     # numpy's // floors; truncation toward zero is |a| // |b| with the sign of a * b
@@ -194,10 +203,10 @@ def logical_xor(call: OpCall) -> list[np.ndarray]:
 @register("LOGICAL_LEFT_SHIFT")
 def logical_left_shift(call: OpCall) -> list[np.ndarray]:
     """LOGICAL_LEFT_SHIFT: ``input1 << input2``, bits shifted past the type width are lost."""
-    a, b, dt = _binary(call, _INT_BITWISE)
+    a, b, dt = _binary(call, _INT_BITWISE, int64=True)
     b64 = b.astype(I64)
     _require_shift(call, b64, dt)
-    # |a| < 2**31 and b <= 31, so the int64 shift is exact before wrapping to the width
+    # |a| < 2**31 (an int64 shift wraps to the low 64 bits itself) and b <= 31, so the int64 shift is exact before wrapping to the width
     return [_out(wrap(a.astype(I64) << b64, dt), call)]
 
 
@@ -208,16 +217,18 @@ def logical_right_shift(call: OpCall) -> list[np.ndarray]:
     The value is taken as unsigned of its own width (the reference model zero-extends an
     int8 -128 to 0x80, so ``-128 >> 1 == 64``), then cast back to the signed type.
     """
-    a, b, dt = _binary(call, _INT_BITWISE)
+    a, b, dt = _binary(call, _INT_BITWISE, int64=True)
     b64 = b.astype(I64)
     _require_shift(call, b64, dt)
+    if dt == "INT64":
+        return [_int64.logical_right_shift(a, b64)]
     bits = {"INT8": 8, "INT16": 16, "INT32": 32}[dt]
     unsigned = a.astype(I64) & ((1 << bits) - 1)
     return [_out(wrap(unsigned >> b64, dt), call)]
 
 
 def _min_max(call: OpCall, fn) -> list[np.ndarray]:
-    a, b, dt = _binary(call, _ADD_TYPES)
+    a, b, dt = _binary(call, _ADD_TYPES, int64=True)
     mode = nan_mode(call)
     return [fn(a, b, mode, dt in FP_TYPES).astype(_working(call), copy=False)]
 
@@ -265,7 +276,7 @@ def prepare_mul(call: OpCall):
 def _mul_checks(call: OpCall) -> tuple[int, int]:
     """The ERROR_IFs of MUL but broadcasting; returns the indices of the broadcast inputs."""
     call.check_arity(3, 1)
-    call.check_types(_MUL_TYPES)
+    call.check_types(_int64.with_int64(call, _MUL_TYPES, ("INT64", "INT64", "INT8", "INT64")))
     shift_decl = call.input_decls[2]
     call.error_if(len(shift_decl.shape) != 1, f"rank(shift) != 1 (shape {list(shift_decl.shape)})")
     call.error_if(
@@ -289,8 +300,11 @@ def _mul_values(call: OpCall, a: np.ndarray, b: np.ndarray, shift: int) -> list[
         # the float64 product of two fp32 values is exact: one rounding to the output type
         with np.errstate(all="ignore"):  # 0 * inf -> NaN is the specified result
             return [round_to_float(to_f64(a) * to_f64(b), dt)]
-    # int32 * int32 < 2**62 in magnitude: the int64 product is exact
+    # int32 * int32 < 2**62 in magnitude: the int64 product is exact; apply_mul_s<i64_t> keeps
+    # the low 64 bits, which is numpy's wrapping int64 product
     product = a.astype(I64) * b.astype(I64)
+    if dt == "INT64":
+        return [product]
     if dt == "INT32" and shift > 0:
         # (product + round) can only exceed int64 for (-2**31)**2 with shift 63; int64 wraps
         # there exactly like the reference model's C++ int64 arithmetic.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _int64
 from ._broadcast import FP_TYPES, broadcast_inputs
 from .registry import OpCall, register
 
@@ -17,7 +18,7 @@ def select(call: OpCall) -> list[np.ndarray]:
     ERROR_IF ``shape != broadcast_shape(broadcast_shape(shape1, shape2), shape3)``.
     """
     call.check_arity(3, 1)
-    call.check_types(_SELECT_TYPES)
+    call.check_types(_int64.with_int64(call, _SELECT_TYPES, ("BOOL", "INT64", "INT64", "INT64")))
     cond, on_true, on_false = broadcast_inputs(call, 0, 1, 2)
     # np.where copies the chosen elements bit for bit (NaN payloads and -0 included)
     return [np.where(cond, on_true, on_false)]

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..dtypes import dtype_info
 from ..numerics import count_leading_zeros32, int_range, round_to_float
+from . import _int64
 from ._broadcast import FP_TYPES, check_same_shape, to_f64
 from .facts import abs_error, ulp
 from .registry import OpCall, register
@@ -44,7 +45,9 @@ def abs_(call: OpCall) -> list[np.ndarray]:
 
     For floats -0 gives +0 and NaN stays NaN, which ``np.abs`` does exactly.
     """
-    x, dt = _unary(call, (("INT32", "INT32"),) + _FP)
+    x, dt = _unary(call, _int64.with_int64(call, (("INT32", "INT32"),) + _FP, ("INT64",) * 2))
+    if dt == "INT64":
+        return [_int64.negate_abs(call, x, negate=False)]
     if dt == "INT32":
         lo, _ = int_range(dt)
         call.require(not np.any(x == lo), "apply_sub_s(0, value1) fits int32 (value1 != INT32_MIN)")
@@ -54,7 +57,7 @@ def abs_(call: OpCall) -> list[np.ndarray]:
 @register("BITWISE_NOT")
 def bitwise_not(call: OpCall) -> list[np.ndarray]:
     """BITWISE_NOT: ``~input1``."""
-    x, _ = _unary(call, (("INT8",) * 2, ("INT16",) * 2, ("INT32",) * 2))
+    x, _ = _unary(call, _int64.with_int64(call, (("INT8",) * 2, ("INT16",) * 2, ("INT32",) * 2), ("INT64",) * 2))
     return [np.invert(x)]
 
 
@@ -73,7 +76,9 @@ def floor(call: OpCall) -> list[np.ndarray]:
 @register("CLZ")
 def clz(call: OpCall) -> list[np.ndarray]:
     """CLZ: count leading zero bits of an int32 (32 for zero)."""
-    x, _ = _unary(call, (("INT32", "INT32"),))
+    x, dt = _unary(call, _int64.with_int64(call, (("INT32", "INT32"),), ("INT64",) * 2))
+    if dt == "INT64":
+        return [_int64.count_leading_zeros64(x)]
     return [count_leading_zeros32(x).astype(np.int32)]
 
 
@@ -127,7 +132,7 @@ def negate(call: OpCall) -> list[np.ndarray]:
     in int32 without overflow and saturate at the end.
     """
     call.check_arity(3, 1)
-    call.check_types(_NEGATE_TYPES)
+    call.check_types(_int64.with_int64(call, _NEGATE_TYPES, ("INT64",) * 4))
     check_same_shape(call)
     for i, name in ((1, "input1_zp"), (2, "output_zp")):
         shape = tuple(call.input_decls[i].shape)
@@ -146,6 +151,8 @@ def negate(call: OpCall) -> list[np.ndarray]:
     if dt in FP_TYPES:
         # zero points are zero here, so the result is the exact sign flip (NaN stays NaN)
         return [np.negative(x)]
+    if dt == "INT64":  # zero points are 0 here: acc_t is i64_t, only 0 - INT64_MIN overflows
+        return [_int64.negate_abs(call, x, negate=True)]
     value = x.astype(I64) - I64(in_zp)
     if dt == "INT32":
         # acc_t is int32: apply_sub_s(0, value) REQUIREs the negation fits

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..dtypes import dtype_info
 from ..numerics import apply_scale_32, int_range, reciprocal_scale, wrap
+from ._int64 import int64_if_11
 from ._layout_support import shape_input
 from ._levels import MAX_KERNEL, MAX_RANK, MAX_STRIDE
 from ._tensor_common import (
@@ -262,8 +263,11 @@ def argmax(call: OpCall) -> list[np.ndarray]:
     """ARGMAX: index of the first maximum along ``axis`` (NaN handling per ``nan_mode``)."""
     call.check_arity(1, 1)
     dt = call.in_dtype(0)
-    call.error_if(dt not in MAX_TYPES, f"unsupported in_t {dt}")
-    call.error_if(call.out_dtype() != "INT32", "out_t != i32_t")
+    out_t = call.out_dtype()
+    # TOSA 1.1 (EXT-INT64): an i64_t result for every in_t, and i32_t / i64_t inputs with it
+    call.error_if(out_t not in ("INT32", *int64_if_11(call)), f"out_t {out_t} is not i32_t")
+    allowed = (*MAX_TYPES, "INT32", "INT64") if out_t == "INT64" else MAX_TYPES
+    call.error_if(dt not in allowed, f"unsupported in_t {dt} (with out_t {out_t})")
     shape1 = tuple(call.input_decls[0].shape)
     axis = int(call.attrs.get("axis", 0))
     call.error_if(
@@ -288,7 +292,7 @@ def argmax(call: OpCall) -> list[np.ndarray]:
         # PROPAGATE: NaN compares greater than everything; np.argmax returns the first NaN, else
         # the first maximum (ties, including -0.0 == +0.0, keep the earlier index).
         index = np.argmax(x.astype(np.float32), axis=axis)
-    return [np.asarray(index, dtype=np.int32)]
+    return [np.asarray(index, dtype=dtype_info(out_t).working)]
 
 
 # --------------------------------------------------------------------------------------------

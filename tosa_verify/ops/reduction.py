@@ -12,6 +12,7 @@ import numpy as np
 
 from ..dtypes import dtype_info
 from ..numerics import int_range, round_to_float
+from . import _int64
 from ._layout_support import check_rank
 from ._levels import MAX_RANK
 from .facts import DOT_PRODUCT, REDUCE_PRODUCT, axis_dim
@@ -66,7 +67,7 @@ def _nan_mode(call: OpCall, dtype: str) -> str:
 
 
 def _extreme(call: OpCall, largest: bool) -> list[np.ndarray]:
-    x, axis = _reduce_checks(call, ("INT8", "INT16", "INT32", *_FLOATS))
+    x, axis = _reduce_checks(call, ("INT8", "INT16", "INT32", *_int64.int64_if_11(call), *_FLOATS))
     dtype = call.out_dtype()
     mode = _nan_mode(call, dtype)
     if dtype not in _FLOATS:
@@ -120,19 +121,21 @@ def reduce_product(call: OpCall) -> list[np.ndarray]:
 @register("REDUCE_SUM", compliance=DOT_PRODUCT, kernel_size=axis_dim)
 def reduce_sum(call: OpCall) -> list[np.ndarray]:
     """REDUCE_SUM: sum along ``axis``; INT32 exact with the spec's per-step overflow REQUIRE."""
-    x, axis = _reduce_checks(call, ("INT32", *_FLOATS))
+    x, axis = _reduce_checks(call, ("INT32", *_int64.int64_if_11(call), *_FLOATS))
     return [_sum(call, x, axis, call.out_dtype())]
 
 
 @register_prepare("REDUCE_SUM")
 def prepare_reduce_sum(call: OpCall):
     """REDUCE_SUM with its (static) checks made once."""
-    _, axis = _reduce_checks(call, ("INT32", *_FLOATS))
+    _, axis = _reduce_checks(call, ("INT32", *_int64.int64_if_11(call), *_FLOATS))
     dtype = call.out_dtype()
     return lambda run: [_sum(run, run.inputs[0], axis, dtype)]
 
 
 def _sum(call: OpCall, x: np.ndarray, axis: int, dtype: str) -> np.ndarray:
+    if dtype == "INT64":
+        return _int64.reduce_sum(call, x, axis)
     if dtype == "INT32":
         # apply_add_s<i32_t> REQUIREs every partial sum (in the spec's order) to fit int32;
         # int64 cumulative sums of at most 2**31 int32 values cannot overflow.

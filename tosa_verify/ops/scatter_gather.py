@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._int64 import int64_if_11
 from ._layout_support import check_rank
 from ._mx import MX_ELEMENT_TYPES, SCALE_TYPE, block_size, scale_shape
 from .registry import OpCall, register
@@ -20,7 +21,9 @@ GATHER_TYPES = ("INT8", "INT16", "INT32", "FP8E4M3", "FP8E5M2", "FP16", "BF16", 
 
 def _indices(call: OpCall, i: int, n: int, k: int) -> np.ndarray:
     """The [N, W] index operand as int64, after the REQUIRE 0 <= k < K."""
-    call.error_if(call.in_dtype(i) != "INT32", f"index_t {call.in_dtype(i)} != INT32")
+    # TOSA 1.1 (EXT-INT64): i64_t indices, and i64_t values (with i64_t indices only)
+    index_types = ("INT32", *int64_if_11(call)) if call.out_dtype() != "INT64" else ("INT64",)
+    call.error_if(call.in_dtype(i) not in index_types, f"index_t {call.in_dtype(i)} not in {index_types}")
     idx = call.inputs[i].astype(np.int64)
     call.require(idx.size == 0 or (idx.min() >= 0 and idx.max() < k), "0 <= k && k < K")
     return idx
@@ -31,7 +34,7 @@ def gather(call: OpCall) -> list[np.ndarray]:
     """GATHER: ``output[n, w, c] = values[n, indices[n, w], c]``."""
     call.check_arity(2, 1)
     dtype = call.out_dtype()
-    call.error_if(dtype not in GATHER_TYPES, f"in_out_t {dtype} not supported")
+    call.error_if(dtype not in (*GATHER_TYPES, *int64_if_11(call)), f"in_out_t {dtype} not supported")
     call.error_if(call.in_dtype(0) != dtype, "values and output types differ")
     values_shape = tuple(call.input_decls[0].shape)
     indices_shape = tuple(call.input_decls[1].shape)
@@ -58,7 +61,7 @@ def scatter(call: OpCall) -> list[np.ndarray]:
     """
     call.check_arity(3, 1)
     dtype = call.out_dtype()
-    call.error_if(dtype not in GATHER_TYPES, f"in_out_t {dtype} not supported")
+    call.error_if(dtype not in (*GATHER_TYPES, *int64_if_11(call)), f"in_out_t {dtype} not supported")
     call.error_if(
         call.in_dtype(0) != dtype or call.in_dtype(2) != dtype,
         "values_in, input and values_out types differ",

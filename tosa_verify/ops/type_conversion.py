@@ -14,6 +14,7 @@ from ..numerics import apply_scale_16, apply_scale_32, int_range, round_to_float
 from ._layout_support import check_rank
 from ._levels import MAX_RANK
 from ._mx import MX_ELEMENT_TYPES, SCALE_TYPE, block_size, expand_scales, scale_shape
+from ._version import is_tosa_11
 from .facts import FLOAT_DTYPES, MX_DTYPES, Compliance, rescale_inexact
 from .registry import OpCall, register, register_prepare
 
@@ -34,6 +35,10 @@ _CAST_TYPES: dict[str, tuple[str, ...]] = {
 }
 
 
+#: The EXT-INT64 rows of the 1.1 draft: bool/i32 -> i64 and i64 -> bool/i32.
+_CAST_INT64: dict[str, tuple[str, ...]] = {"BOOL": ("INT64",), "INT32": ("INT64",), "INT64": ("BOOL", "INT32")}
+
+
 def _widen(x: np.ndarray) -> np.ndarray:
     """float64 copy of ``x``: exact for int32 and every TOSA float type."""
     with np.errstate(invalid="ignore"):  # ml_dtypes warns when widening a NaN
@@ -52,7 +57,8 @@ def cast(call: OpCall) -> list[np.ndarray]:
     """
     call.check_arity(1, 1)
     in_t, out_t = call.in_dtype(), call.out_dtype()
-    call.error_if(out_t not in _CAST_TYPES.get(in_t, ()), f"unsupported CAST {in_t} -> {out_t}")
+    allowed = _CAST_TYPES.get(in_t, ()) + (_CAST_INT64.get(in_t, ()) if is_tosa_11(call) else ())
+    call.error_if(out_t not in allowed, f"unsupported CAST {in_t} -> {out_t}")
     shape = tuple(call.input_decls[0].shape)
     check_rank(call, len(shape), 0, MAX_RANK, "input")
     call.error_if(tuple(call.out_shape()) != shape, "shape(output) != shape(input)")
