@@ -189,3 +189,35 @@ def test_a_block_input_overrides_a_constant_in_prepared_kernels() -> None:
     op = graph.main.operators[-1]
     got = run_operators(graph, [op], {"x": x, "m": np.array([1 << 29], np.int32)})[op.outputs[0]]
     np.testing.assert_array_equal(got, expected[0])
+
+
+def test_every_registered_prepare_is_in_use() -> None:
+    # a prepare registered before its op function (module order) must still be used
+    from tosa_verify.ops.registry import PREPARE, prepare_for
+
+    assert PREPARE and [op for op in PREPARE if prepare_for(op) is None] == []
+
+
+def test_the_memory_need_is_computed_once_and_checked_against_the_budget_at_each_run() -> None:
+    from tosa_verify import budget
+    from tosa_verify.errors import TosaSizeError
+
+    data = _chain_graph(second_op_bad=False)
+    x = np.ones((2, 3), np.int32)
+    graph = tosa_verify.load(data)
+    need = budget.graph_memory(graph)[0]
+    assert budget.cached_graph_memory(graph) is budget.cached_graph_memory(graph)
+    with budget.limits(max_memory=need - 1), pytest.raises(TosaSizeError, match="memory budget"):
+        tosa_verify.run(graph, [x])
+    with budget.limits(max_memory=need):
+        tosa_verify.run(graph, [x])
+    with budget.limits(max_memory=need - 1), pytest.raises(TosaSizeError, match="memory budget"):
+        tosa_verify.run(data, [x])  # the cached graph of these bytes too
+    # a replaced declaration is a new graph for the memory bound
+    name = graph.main.operators[0].outputs[0]
+    old = graph.main.tensors[name]
+    graph.main.tensors[name] = tosa_verify.graph.Tensor(name, (2, 3), "INT32")
+    assert budget.cached_graph_memory(graph)[0] == need
+    graph.main.tensors[name] = tosa_verify.graph.Tensor(name, (2, 3, 1000), "INT32")
+    assert budget.cached_graph_memory(graph)[0] > need
+    graph.main.tensors[name] = old

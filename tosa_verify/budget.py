@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import operator
 import os
 import re
 import time
@@ -278,15 +279,46 @@ def graph_memory(graph: Any) -> tuple[int, list[tuple[int, str, Any]]]:
     return need, sizes
 
 
+def _graph_fingerprint(graph: Any) -> tuple:
+    """What :func:`graph_memory` depends on that a caller could replace: blocks, operators,
+    tensor declarations and their shapes (the identity of each, as for execution plans)."""
+    parts: list = []
+    for region in graph.regions:
+        for block in region.blocks:
+            decls = (*block.tensors.values(), *block.shapes.values())
+            parts += (id(block), block.name, *map(id, block.operators), *map(id, map(_OP_ATTRS, block.operators)),
+                      *map(id, decls), *map(id, map(_SHAPE, decls)), *map(id, map(_DTYPE, decls)))
+    return tuple(parts)
+
+
+_OP_ATTRS, _SHAPE, _DTYPE = (operator.attrgetter(a) for a in ("attrs", "shape", "dtype"))
+
+
+def cached_graph_memory(graph: Any) -> tuple[int, list[tuple[int, str, Any]]]:
+    """:func:`graph_memory`, computed once per graph and again only after the graph was edited.
+
+    Shapes are static, so the need of a graph never changes; the budget it is compared with
+    can (environment, :func:`limits`), which is why only the need is kept.
+
+    >>> cached_graph_memory(g) is cached_graph_memory(g)   # doctest: +SKIP
+    True
+    """
+    fingerprint = _graph_fingerprint(graph)
+    memo = graph.__dict__.get("_memory")
+    if memo is None or memo[0] != fingerprint:
+        memo = graph.__dict__["_memory"] = (fingerprint, graph_memory(graph))
+    return memo[1]
+
+
 def check_graph_memory(graph: Any) -> int:
     """Refuse ``graph`` with :class:`TosaSizeError` when its tensors need more than the memory
-    budget; returns the bytes needed otherwise. Nothing is allocated.
+    budget now in force; returns the bytes needed otherwise. Nothing is allocated.
 
     >>> check_graph_memory(tosa_verify.load("six_tiles.tosa"))   # doctest: +SKIP
     Traceback (most recent call last):
     tosa_verify.errors.TosaSizeError: graph needs about 6.0 GiB ... largest tensors: 't1' INT8[...] 1.0 GiB, ...
     """
-    need, sizes = graph_memory(graph)
+    need, sizes = cached_graph_memory(graph)
     budget, source = _memory_source()
     if need > budget:
         shown = ", ".join(f"{d.name!r} {d.dtype}{list(d.shape)} {format_size(s)}" for s, _, d in sizes[:3])

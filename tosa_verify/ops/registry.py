@@ -46,6 +46,8 @@ def register(*op_names: str) -> Callable[[OpFunction], OpFunction]:
             if name in REGISTRY:
                 raise RuntimeError(f"TOSA op {name} registered twice")
             REGISTRY[name] = fn
+            if name in PREPARE and _PREPARED_FUNCTION.get(name) is None:
+                _PREPARED_FUNCTION[name] = fn  # the prepare was registered first (module order)
         return fn
 
     return decorate
