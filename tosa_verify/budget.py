@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import operator
+import functools
+import math
 import os
 import re
 import time
@@ -100,6 +101,7 @@ def format_size(size: int) -> str:
     return f"{size} B"
 
 
+@functools.cache
 def physical_memory() -> int:
     """Bytes of physical memory of this machine (8 GiB when the OS does not say)."""
     try:
@@ -212,20 +214,22 @@ def charge(call: Any, block: Any) -> None:
 
 
 def _elements(decl: Any) -> int:
-    count = 1
-    for d in decl.shape:
-        count *= max(int(d), 0)
-    return count
+    dims = tuple(map(int, decl.shape))
+    return math.prod(dims) if not dims or min(dims) >= 0 else math.prod(max(d, 0) for d in dims)
 
 
-def _tensor_bytes(decl: Any) -> int:
+@functools.cache
+def _itemsize(dtype: str) -> int:
     from .dtypes import dtype_info
 
     try:
-        itemsize = dtype_info(decl.dtype).working.itemsize
+        return max(dtype_info(dtype).working.itemsize, 1)
     except Exception:  # noqa: BLE001 - an unknown dtype fails later with its own message
-        itemsize = 8
-    return _elements(decl) * max(itemsize, 1)
+        return 8
+
+
+def _tensor_bytes(decl: Any) -> int:
+    return _elements(decl) * _itemsize(decl.dtype)
 
 
 def _block_need(graph: Any, block: Any, active: set[str], memo: dict[str, int],
@@ -279,23 +283,9 @@ def graph_memory(graph: Any) -> tuple[int, list[tuple[int, str, Any]]]:
     return need, sizes
 
 
-def _graph_fingerprint(graph: Any) -> tuple:
-    """What :func:`graph_memory` depends on that a caller could replace: blocks, operators,
-    tensor declarations and their shapes (the identity of each, as for execution plans)."""
-    parts: list = []
-    for region in graph.regions:
-        for block in region.blocks:
-            decls = (*block.tensors.values(), *block.shapes.values())
-            parts += (id(block), block.name, *map(id, block.operators), *map(id, map(_OP_ATTRS, block.operators)),
-                      *map(id, decls), *map(id, map(_SHAPE, decls)), *map(id, map(_DTYPE, decls)))
-    return tuple(parts)
-
-
-_OP_ATTRS, _SHAPE, _DTYPE = (operator.attrgetter(a) for a in ("attrs", "shape", "dtype"))
-
-
 def cached_graph_memory(graph: Any) -> tuple[int, list[tuple[int, str, Any]]]:
-    """:func:`graph_memory`, computed once per graph and again only after the graph was edited.
+    """:func:`graph_memory`, computed once per graph and again only after the graph was edited
+    (see :func:`tosa_verify.plan.verify_graph`, which drops it with the graph's plans).
 
     Shapes are static, so the need of a graph never changes; the budget it is compared with
     can (environment, :func:`limits`), which is why only the need is kept.
@@ -303,11 +293,23 @@ def cached_graph_memory(graph: Any) -> tuple[int, list[tuple[int, str, Any]]]:
     >>> cached_graph_memory(g) is cached_graph_memory(g)   # doctest: +SKIP
     True
     """
-    fingerprint = _graph_fingerprint(graph)
     memo = graph.__dict__.get("_memory")
-    if memo is None or memo[0] != fingerprint:
-        memo = graph.__dict__["_memory"] = (fingerprint, graph_memory(graph))
-    return memo[1]
+    if memo is None:
+        memo = graph.__dict__["_memory"] = graph_memory(graph)
+    return memo
+
+
+def check_need(need: int, sizes: list[tuple[int, str, Any]]) -> int:
+    """Refuse a graph needing ``need`` bytes (tensor ``sizes`` as from :func:`graph_memory`) when
+    that is over the memory budget now in force; return ``need`` otherwise."""
+    budget, source = _memory_source()
+    if need > budget:
+        shown = ", ".join(f"{d.name!r} {d.dtype}{list(d.shape)} {format_size(s)}" for s, _, d in sizes[:3])
+        raise TosaSizeError(
+            f"graph needs about {format_size(need)} of memory for its tensors, over the memory budget of "
+            f"{format_size(budget)} ({source}); largest tensors: {shown}"
+        )
+    return need
 
 
 def check_graph_memory(graph: Any) -> int:
@@ -318,15 +320,7 @@ def check_graph_memory(graph: Any) -> int:
     Traceback (most recent call last):
     tosa_verify.errors.TosaSizeError: graph needs about 6.0 GiB ... largest tensors: 't1' INT8[...] 1.0 GiB, ...
     """
-    need, sizes = cached_graph_memory(graph)
-    budget, source = _memory_source()
-    if need > budget:
-        shown = ", ".join(f"{d.name!r} {d.dtype}{list(d.shape)} {format_size(s)}" for s, _, d in sizes[:3])
-        raise TosaSizeError(
-            f"graph needs about {format_size(need)} of memory for its tensors, over the memory budget of "
-            f"{format_size(budget)} ({source}); largest tensors: {shown}"
-        )
-    return need
+    return check_need(*graph_memory(graph))
 
 
 # --------------------------------------------------------------------------- .npy / .npz files
