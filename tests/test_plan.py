@@ -189,3 +189,83 @@ def test_a_block_input_overrides_a_constant_in_prepared_kernels() -> None:
     op = graph.main.operators[-1]
     got = run_operators(graph, [op], {"x": x, "m": np.array([1 << 29], np.int32)})[op.outputs[0]]
     np.testing.assert_array_equal(got, expected[0])
+
+
+def test_every_registered_prepare_is_in_use() -> None:
+    # a prepare registered before its op function (module order) must still be used
+    from tosa_verify.ops.registry import PREPARE, prepare_for
+
+    assert PREPARE and [op for op in PREPARE if prepare_for(op) is None] == []
+
+
+def test_the_memory_need_is_computed_once_and_checked_against_the_budget_at_each_run() -> None:
+    from tosa_verify import budget
+    from tosa_verify.errors import TosaSizeError
+
+    data = _chain_graph(second_op_bad=False)
+    x = np.ones((2, 3), np.int32)
+    graph = tosa_verify.load(data)
+    need = budget.graph_memory(graph)[0]
+    assert budget.cached_graph_memory(graph) is budget.cached_graph_memory(graph)
+    with budget.limits(max_memory=need - 1), pytest.raises(TosaSizeError, match="memory budget"):
+        tosa_verify.run(graph, [x])
+    with budget.limits(max_memory=need):
+        tosa_verify.run(graph, [x])
+    with budget.limits(max_memory=need - 1), pytest.raises(TosaSizeError, match="memory budget"):
+        tosa_verify.run(data, [x])  # the cached graph of these bytes too
+    # a replaced declaration is a new graph for the memory bound (checked before each run)
+    name = graph.main.operators[0].outputs[0]
+    graph.main.tensors[name] = tosa_verify.graph.Tensor(name, (2, 3, 1000), "INT32")
+    with budget.limits(max_memory=need), pytest.raises(TosaSizeError, match="memory budget"):
+        tosa_verify.run(graph, [x])
+    assert budget.cached_graph_memory(graph)[0] > need
+
+
+@pytest.mark.parametrize(("out_t", "multiplier", "shift", "output_zp", "rounding"), [
+    ("INT32", [1 << 30, 1 << 29], [20, 20], 0, ts.RoundingMode.SINGLE_ROUND),  # result bound: |v| < 2**21
+    ("INT8", [1 << 10, 1 << 12], [20, 22], 5, ts.RoundingMode.SINGLE_ROUND),  # value bound: 2**(s-1)
+    ("INT16", [1 << 30, 3 << 28], [25, 25], 0, ts.RoundingMode.DOUBLE_ROUND),  # double = single here
+    ("INT16", [0, 1 << 30], [12, 14], 0, ts.RoundingMode.SINGLE_ROUND),  # a zero multiplier
+])
+def test_rescale_data_window_edges_match_the_reference_model(out_t, multiplier, shift, output_zp, rounding) -> None:
+    """The checked fast path takes inputs inside a window where the REQUIREs provably hold: at
+    and just outside its edges, ours agrees with the reference model (values or REQUIRE failure)."""
+    from tosa_verify.ops.registry import OpCall
+    from tosa_verify.ops.type_conversion import _rescale_setup, _safe_inputs
+
+    x0 = np.zeros((1, 2), np.int32)
+    data = _rescale_graph(x0, "INT32", out_t, multiplier, shift, scale32=True, rounding=rounding,
+                          per_channel=True, output_zp=output_zp)
+    graph = tosa_verify.load(data)
+    plan = plan_for(graph.main)
+    step = plan.steps[0]
+    assert step.fn.__name__ == "checked_kernel"
+    call = OpCall(0, step.operator, [None, *(plan.constants[n] for n in step.inputs[1:])],
+                  step.input_decls, step.output_decls)
+    lo, hi, _ = _safe_inputs(_rescale_setup(call))
+    info = np.iinfo(np.int32)
+    edges = [v for v in (lo - 1, lo, lo + 1, -1, 0, 1, hi - 1, hi, hi + 1) if info.min <= v <= info.max]
+    for a in edges:
+        for b in (lo, hi, a):
+            x = np.array([[a, b]], np.int32)
+            expected, status = reference_model.run(data, [x])
+            if status == _UNPREDICTABLE:
+                assert not (lo <= a <= hi and lo <= b <= hi)  # the window is never too wide
+                with pytest.raises(TosaRequireError):
+                    tosa_verify.run(graph, [x])
+                continue
+            assert status == _VALID
+            np.testing.assert_array_equal(tosa_verify.run(graph, [x])[0], expected[0])
+
+
+def test_a_replaced_op_function_is_used_by_a_cached_graph_of_bytes(monkeypatch) -> None:
+    from tosa_verify.ops.registry import REGISTRY
+
+    data = _chain_graph(second_op_bad=False)
+    x = np.ones((2, 3), np.int32)
+    before = tosa_verify.run(data, [x])[0]
+    add = REGISTRY["ADD"]
+    monkeypatch.setitem(REGISTRY, "ADD", lambda call: [add(call)[0] + np.int32(1)])
+    np.testing.assert_array_equal(tosa_verify.run(data, [x])[0], before + 1)
+    monkeypatch.setitem(REGISTRY, "ADD", add)
+    np.testing.assert_array_equal(tosa_verify.run(data, [x])[0], before)

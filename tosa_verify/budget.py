@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
+import math
 import os
 import re
 import time
@@ -100,6 +102,7 @@ def format_size(size: int) -> str:
     return f"{size} B"
 
 
+@functools.cache
 def physical_memory() -> int:
     """Bytes of physical memory of this machine (8 GiB when the OS does not say)."""
     try:
@@ -212,18 +215,20 @@ def charge(call: Any, block: Any) -> None:
 
 
 def _elements(decl: Any) -> int:
-    count = 1
-    for d in decl.shape:
-        count *= max(int(d), 0)
-    return count
+    dims = tuple(map(int, decl.shape))
+    return math.prod(dims) if not dims or min(dims) >= 0 else math.prod(max(d, 0) for d in dims)
+
+
+@functools.cache
+def _itemsize(dtype: str) -> int:
+    try:
+        return max(dtype_info(dtype).working.itemsize, 1)
+    except Exception:  # noqa: BLE001 - an unknown dtype fails later with its own message
+        return 8
 
 
 def _tensor_bytes(decl: Any) -> int:
-    try:
-        itemsize = dtype_info(decl.dtype).working.itemsize
-    except Exception:  # noqa: BLE001 - an unknown dtype fails later with its own message
-        itemsize = 8
-    return _elements(decl) * max(itemsize, 1)
+    return _elements(decl) * _itemsize(decl.dtype)
 
 
 def _block_need(graph: Any, block: Any, active: set[str], memo: dict[str, int],
@@ -277,15 +282,25 @@ def graph_memory(graph: Any) -> tuple[int, list[tuple[int, str, Any]]]:
     return need, sizes
 
 
-def check_graph_memory(graph: Any) -> int:
-    """Refuse ``graph`` with :class:`TosaSizeError` when its tensors need more than the memory
-    budget; returns the bytes needed otherwise. Nothing is allocated.
+def cached_graph_memory(graph: Any) -> tuple[int, list[tuple[int, str, Any]]]:
+    """:func:`graph_memory`, computed once per graph and again only after the graph was edited
+    (see :func:`tosa_verify.plan.verify_graph`, which drops it with the graph's plans).
 
-    >>> check_graph_memory(tosa_verify.load("six_tiles.tosa"))   # doctest: +SKIP
-    Traceback (most recent call last):
-    tosa_verify.errors.TosaSizeError: graph needs about 6.0 GiB ... largest tensors: 't1' INT8[...] 1.0 GiB, ...
+    Shapes are static, so the need of a graph never changes; the budget it is compared with
+    can (environment, :func:`limits`), which is why only the need is kept.
+
+    >>> cached_graph_memory(g) is cached_graph_memory(g)   # doctest: +SKIP
+    True
     """
-    need, sizes = graph_memory(graph)
+    memo = graph.__dict__.get("_memory")
+    if memo is None:
+        memo = graph.__dict__["_memory"] = graph_memory(graph)
+    return memo
+
+
+def check_need(need: int, sizes: list[tuple[int, str, Any]]) -> int:
+    """Refuse a graph needing ``need`` bytes (tensor ``sizes`` as from :func:`graph_memory`) when
+    that is over the memory budget now in force; return ``need`` otherwise."""
     budget, source = _memory_source()
     if need > budget:
         shown = ", ".join(f"{d.name!r} {d.dtype}{list(d.shape)} {format_size(s)}" for s, _, d in sizes[:3])
@@ -294,6 +309,17 @@ def check_graph_memory(graph: Any) -> int:
             f"{format_size(budget)} ({source}); largest tensors: {shown}"
         )
     return need
+
+
+def check_graph_memory(graph: Any) -> int:
+    """Refuse ``graph`` with :class:`TosaSizeError` when its tensors need more than the memory
+    budget now in force; returns the bytes needed otherwise. Nothing is allocated.
+
+    >>> check_graph_memory(tosa_verify.load("six_tiles.tosa"))   # doctest: +SKIP
+    Traceback (most recent call last):
+    tosa_verify.errors.TosaSizeError: graph needs about 6.0 GiB ... largest tensors: 't1' INT8[...] 1.0 GiB, ...
+    """
+    return check_need(*graph_memory(graph))
 
 
 # --------------------------------------------------------------------------- .npy / .npz files

@@ -111,6 +111,13 @@ class Graph:
     regions: list[Region]
     raw: bytes = b""
 
+    def __getstate__(self) -> dict:
+        # a copy is made to be edited: it leaves the memory bound and run checks behind
+        state = dict(self.__dict__)
+        for key in ("_memory", "_verified", "_sealed"):
+            state.pop(key, None)
+        return state
+
     @property
     def main(self) -> Block:
         """The entry block (first block of the first region)."""
@@ -178,7 +185,7 @@ def _read_attributes(table: Table, kind: int, op_name: str) -> dict[str, object]
 
 
 def _checked_shape(name: str, shape: tuple[int, ...]) -> None:
-    if any(d < 0 for d in shape):
+    if shape and min(shape) < 0:
         # TOSA 1.0 has no dynamic dimensions, so a negative one makes the graph invalid (the
         # generator's list-shape ERROR_IF cases produce such tensors).
         raise TosaValidationError(
@@ -191,34 +198,28 @@ def _checked_shape(name: str, shape: tuple[int, ...]) -> None:
         )
 
 
-def _read_tensor(t: Table, f: dict) -> Tensor:
-    name = t.string(f["Name"])
-    code = t.scalar(f["Type"])
+_TENSOR_FIELDS = ("Name", "Type", "Shape", "Data", "Variable", "VariableName", "IsUnranked")
+
+
+def _read_tensor(t: Table, layout: tuple[Field, ...]) -> Tensor:
+    name, code, dims, raw, variable, variable_name, unranked = t.fields(layout)
+    name = name or ""
     info = DTYPE_BY_CODE.get(code)
     if info is None:
         raise TosaUnsupportedError(f"tensor {name!r}: unsupported dtype code {code}")
-    dims = t.vector(f["Shape"])
     shape = tuple(dims.tolist()) if dims is not None else ()
     _checked_shape(name, shape)
-    raw = t.vector(f["Data"])
     # A zero-copy view of the file's bytes for the usual dtypes (see decode_constant).
     data = decode_constant(raw, info.name, shape) if raw is not None and raw.size else None
-    return Tensor(
-        name=name,
-        shape=shape,
-        dtype=info.name,
-        data=data,
-        variable=bool(t.scalar(f["Variable"])),
-        variable_name=t.string(f["VariableName"]),
-        unranked=bool(t.scalar(f["IsUnranked"])),
-    )
+    return Tensor(name, shape, info.name, data, bool(variable), variable_name or "", bool(unranked))
 
 
 def _read_block(block: Table, op_names: dict[int, str]) -> Block:
     fb, ft, fs, fo = (table_layout(n) for n in ("TosaBasicBlock", "TosaTensor", "TosaShape", "TosaOperator"))
     tensors: dict[str, Tensor] = {}
+    tensor_layout = tuple(ft[k] for k in _TENSOR_FIELDS)
     for t in block.tables(fb["Tensors"]):
-        tensor = _read_tensor(t, ft)
+        tensor = _read_tensor(t, tensor_layout)
         tensors[tensor.name] = tensor
     shapes: dict[str, Tensor] = {}
     for s in block.tables(fb["Shapes"]):
@@ -229,21 +230,16 @@ def _read_block(block: Table, op_names: dict[int, str]) -> Block:
         shapes[name] = Tensor(name=name, shape=(rank,), dtype="SHAPE", data=data)
     text = table_layout("OpLocation")["Text"]
     operators = []
+    op_layout = tuple(fo[k] for k in ("Op", "Attribute", "AttributeType", "Inputs", "Outputs", "Location"))
     for j, op in enumerate(block.tables(fb["Operators"])):
-        code = op.scalar(fo["Op"])
+        code, attribute, kind, inputs, outputs, location = op.fields(op_layout)
         op_name = op_names.get(code)
         if op_name is None:
             raise TosaUnsupportedError(f"operator {j}: unknown op code {code}")
-        location = op.table(fo["Location"])
-        operators.append(
-            Operator(
-                op=op_name,
-                attrs=_read_attributes(op.union(fo["Attribute"]), op.scalar(fo["AttributeType"]), op_name),
-                inputs=op.strings(fo["Inputs"]),
-                outputs=op.strings(fo["Outputs"]),
-                location=location.string(text) if location is not None else "",
-            )
-        )
+        operators.append(Operator(
+            op_name, _read_attributes(attribute, kind, op_name), inputs or [], outputs or [],
+            location.string(text) if location is not None else "",
+        ))
     return Block(
         name=block.string(fb["Name"]),
         operators=operators,

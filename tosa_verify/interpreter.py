@@ -16,7 +16,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import ops as _ops  # noqa: F401  (imports every op family so the registry is full)
-from .budget import check_graph_memory
 from .dtypes import dtype_info, to_reference_form, to_working
 from .errors import (
     TosaError,
@@ -27,7 +26,7 @@ from .errors import (
 from .graph import Block, Graph, Operator
 from .ops.registry import OpCall
 from .ops.variable import carried_value
-from .plan import Step, cached_graph, plan_for
+from .plan import Step, cached_graph, plan_for, verify_graph
 
 #: Called after each operator: (op index, operator, input values, output values).
 CaptureHook = Callable[[int, Operator, list[np.ndarray], list[np.ndarray]], None]
@@ -52,7 +51,8 @@ class Interpreter:
 
     def __init__(self, graph: Graph, hook: CaptureHook | None = None,
                  state: Mapping[str, np.ndarray] | None = None) -> None:
-        check_graph_memory(graph)  # refuse a graph over the memory budget before anything runs
+        # refuse a graph over the memory budget before anything runs; blocks with current plans
+        self._current = verify_graph(graph)
         self.graph = graph
         self.hook = hook
         #: variable values carried in from an earlier run, by the spec's variable name
@@ -73,7 +73,9 @@ class Interpreter:
         if self.depth > 64:
             raise TosaValidationError("control flow nests deeper than 64 levels")
         try:
-            plan = plan_for(block)
+            plan = block.__dict__.get("_plan") if id(block) in self._current else None
+            if plan is None:
+                plan = plan_for(block)
             env: dict[str, np.ndarray] = dict(plan.constants)
             for name, value in zip(block.inputs, values, strict=True):
                 env[name] = value
@@ -87,10 +89,15 @@ class Interpreter:
                     # tosa_reference_model (variable tensors initialised from the flatbuffer).
                     env[name] = np.zeros(decl.shape, dtype=dtype_info(decl.dtype).working)
             hook = self.hook if self.depth == 1 else None
-            # Nothing recording the run: each tensor is dropped after its last use.
-            free = record is None and hook is None
-            for step in plan.all_steps if hook is not None else plan.steps:
-                self._run_operator(step, env, free)
+            # inf/NaN data is legitimate: kernels run without numpy's floating-point warnings
+            # (one errstate per block, not one per operator)
+            with np.errstate(all="ignore"):
+                if hook is not None:
+                    for step in plan.all_steps:
+                        self._run_operator(step, env, False)
+                else:
+                    # Nothing recording the run: each tensor is dropped after its last use.
+                    self._run_steps(plan.steps, env, record is None)
             missing = [n for n in block.outputs if n not in env]
             if missing:
                 raise TosaValidationError(
@@ -102,7 +109,37 @@ class Interpreter:
         finally:
             self.depth -= 1
 
+    def _run_steps(self, steps: list[Step], env: dict[str, np.ndarray], free: bool) -> None:
+        """The hot loop: call each prepared step and store its outputs (the checks of
+        :meth:`_store` run in full only when a cheap comparison says something is off)."""
+        for step in steps:
+            if step.error_before is not None:
+                raise step.error_before
+            call = OpCall(step.index, step.operator, [env[n] for n in step.inputs], step.input_decls,
+                          step.output_decls, self)
+            try:
+                results = step.fn(call)
+            except TosaError:
+                raise
+            except _CAUGHT as exc:
+                raise _op_failure(step, call, exc) from exc
+            outputs = step.outputs
+            if type(results) is not list:
+                results = list(results)
+            if step.error_after is not None or len(results) != len(outputs):
+                self._store(step, call, results, env)
+            else:
+                for (name, working, shape), value in zip(outputs, results):  # noqa: B905 - lengths checked
+                    if type(value) is not np.ndarray or value.dtype != working or value.shape != shape:
+                        self._store(step, call, results, env)
+                        break
+                    env[name] = value
+            if free:
+                for name in step.free:
+                    env.pop(name, None)
+
     def _run_operator(self, step: Step, env: dict[str, np.ndarray], free: bool) -> None:
+        """One step with the capture hook (the hook sees folded steps too)."""
         index, operator = step.index, step.operator
         if step.folded:  # computed when the plan was built; only the hook wants to see it
             self.hook(index, operator, [env[n] for n in step.inputs], [env[n] for n, _, _ in step.outputs])
@@ -110,29 +147,27 @@ class Interpreter:
         if step.error_before is not None:
             raise step.error_before
         inputs = [env[n] for n in step.inputs]
-        call = OpCall(index, operator, inputs, step.input_decls, step.output_decls, runtime=self)
+        call = OpCall(index, operator, inputs, step.input_decls, step.output_decls, self)
         try:
             results = step.fn(call)
             if type(results) is not list:
                 results = list(results)
         except TosaError:
             raise
-        except MemoryError:
-            # Declared shapes pass the element limit at load time, yet an operator's working
-            # arrays can still exceed the machine's memory: report it like any oversized tensor.
-            raise TosaSizeError(
-                f"{call._where()}: out of memory while computing the operator "
-                f"(outputs {[list(d.shape) for d in step.output_decls]})"
-            ) from None
-        except (ValueError, IndexError, TypeError, OverflowError, ZeroDivisionError, KeyError) as exc:
-            # A malformed graph that slipped past the ERROR_IF checks must still fail cleanly.
-            detail = " ".join(str(exc).split())  # numpy messages can span lines; ours are one line
-            raise TosaValidationError(
-                f"{call._where()}: invalid operator ({type(exc).__name__}: {detail})",
-                op_index=index,
-                op=operator.op,
-                tensors=tuple(operator.inputs + operator.outputs),
-            ) from exc
+        except _CAUGHT as exc:
+            raise _op_failure(step, call, exc) from exc
+        self._store(step, call, results, env)
+        # Only main-block operators are reported (the caller passes no hook for sub-blocks):
+        # sub-block (COND_IF/WHILE_LOOP) operators have their own indices and tensor names.
+        if self.hook is not None and self.depth == 1:
+            self.hook(index, operator, inputs, [env[n] for n, _, _ in step.outputs])
+        if free:
+            for name in step.free:
+                env.pop(name, None)
+
+    @staticmethod
+    def _store(step: Step, call: OpCall, results: list, env: dict[str, np.ndarray]) -> None:
+        """Check an operator's results against its declared outputs and store them."""
         if len(results) != len(step.outputs):
             call.error_if(True, f"produced {len(results)} outputs, declared {len(step.outputs)}")
         for (name, working, shape), value in zip(step.outputs, results, strict=True):
@@ -144,17 +179,34 @@ class Interpreter:
                 )
             if step.error_after is not None:
                 raise step.error_after
-            call.error_if(
-                value.shape != shape, f"shape of output {name!r} is {list(value.shape)}, declared {list(shape)}"
-            )
+            if value.shape != shape:
+                call.error_if(True, f"shape of output {name!r} is {list(value.shape)}, declared {list(shape)}")
             env[name] = value
-        # Only main-block operators are reported (the caller passes no hook for sub-blocks):
-        # sub-block (COND_IF/WHILE_LOOP) operators have their own indices and tensor names.
-        if self.hook is not None and self.depth == 1:
-            self.hook(index, operator, inputs, [env[n] for n, _, _ in step.outputs])
-        if free:
-            for name in step.free:
-                env.pop(name, None)
+
+
+#: Exceptions of an op function that mean a malformed graph (or too little memory), reported as
+#: one clear error by :func:`_op_failure`.
+_CAUGHT = (MemoryError, ValueError, IndexError, TypeError, OverflowError, ZeroDivisionError, KeyError)
+
+
+def _op_failure(step: Step, call: OpCall, exc: Exception) -> TosaError:
+    """The error to raise for a Python exception out of an operator's function."""
+    if isinstance(exc, MemoryError):
+        # Declared shapes pass the element limit at load time, yet an operator's working
+        # arrays can still exceed the machine's memory: report it like any oversized tensor.
+        return TosaSizeError(
+            f"{call._where()}: out of memory while computing the operator "
+            f"(outputs {[list(d.shape) for d in step.output_decls]})"
+        )
+    # A malformed graph that slipped past the ERROR_IF checks must still fail cleanly.
+    detail = " ".join(str(exc).split())  # numpy messages can span lines; ours are one line
+    operator = step.operator
+    return TosaValidationError(
+        f"{call._where()}: invalid operator ({type(exc).__name__}: {detail})",
+        op_index=step.index,
+        op=operator.op,
+        tensors=tuple(operator.inputs + operator.outputs),
+    )
 
 
 def bind_inputs(block: Block, inputs: Inputs) -> list[np.ndarray]:

@@ -27,9 +27,11 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 import numpy as np
 
+from .budget import cached_graph_memory, check_need
 from .dtypes import dtype_info
 from .errors import TosaError, TosaUnsupportedError, TosaValidationError
 from .graph import Block, Graph, Operator, Tensor, load
@@ -74,14 +76,25 @@ class BlockPlan:
     fingerprint: tuple = field(default=(), repr=False)
 
 
+_OP, _DATA = attrgetter("op"), attrgetter("data")
+
+
 def _fingerprint(block: Block) -> tuple:
-    """What a plan depends on that a caller could replace: operators, constants, op functions."""
+    """What a plan depends on that a caller could replace: operators, constants, op functions.
+
+    Computed on every run, so only C-level ``map`` calls (no Python loop per operator).
+    """
+    ops = block.operators
     return (
-        tuple(map(id, block.operators)),
-        tuple(id(REGISTRY.get(op.op)) for op in block.operators),
-        tuple(id(t.data) for t in block.tensors.values()),
-        tuple(id(t.data) for t in block.shapes.values()),
-        tuple(block.inputs),
+        *map(id, ops),
+        None,
+        *map(id, map(REGISTRY.get, map(_OP, ops))),
+        None,
+        *map(id, map(_DATA, block.tensors.values())),
+        None,
+        *map(id, map(_DATA, block.shapes.values())),
+        None,
+        *block.inputs,
     )
 
 
@@ -94,6 +107,54 @@ def plan_for(block: Block) -> BlockPlan:
         plan.fingerprint = fingerprint
         block.__dict__["_plan"] = plan
     return plan
+
+
+_SHAPE, _ATTRS = attrgetter("shape"), attrgetter("attrs")
+
+
+def _graph_fingerprint(graph: Graph) -> tuple:
+    """What a graph's plans and memory bound depend on that a caller could replace: every
+    block's operators (and their attributes and op functions), tensor declarations (and their
+    data and shapes) and interface. Only C-level ``map`` calls: it is computed on every run of a
+    caller's Graph."""
+    parts: list = []
+    for region in graph.regions:
+        for block in region.blocks:
+            ops = block.operators
+            decls = (*block.tensors.values(), *block.shapes.values())
+            parts += (id(block), *map(id, ops), *map(id, map(REGISTRY.get, map(_OP, ops))),
+                      *map(id, map(_ATTRS, ops)), *map(id, decls), *map(id, map(_DATA, decls)),
+                      *map(id, map(_SHAPE, decls)), *block.inputs, None, *block.outputs, None)
+    return tuple(parts)
+
+
+def verify_graph(graph: Graph) -> frozenset[int]:
+    """Before a run: refuse ``graph`` over the memory budget now in force, and return the ids
+    of its blocks, whose cached plans are current.
+
+    The memory need and the plans are kept on the graph and dropped when the graph was edited
+    since (its fingerprint changed). A graph of :func:`cached_graph` never leaves the
+    interpreter, so it is fingerprinted once only.
+
+    >>> verify_graph(load("model.tosa"))   # doctest: +SKIP
+    frozenset({140230...})
+    """
+    state = graph.__dict__.get("_verified")
+    sealed = graph.__dict__.get("_sealed", False)
+    if sealed and state is not None and tuple(map(REGISTRY.get, state[2])) != state[3]:
+        state = None  # an op function was replaced (a test's or caller's wrapper) since
+    if state is None or not sealed:
+        fingerprint = None if sealed else _graph_fingerprint(graph)
+        if state is None or state[0] != fingerprint:
+            blocks = [b for r in graph.regions for b in r.blocks]
+            for block in blocks:
+                block.__dict__.pop("_plan", None)
+            graph.__dict__.pop("_memory", None)
+            names = tuple(op.op for b in blocks for op in b.operators)
+            state = (fingerprint, frozenset(map(id, blocks)), names, tuple(map(REGISTRY.get, names)))
+            graph.__dict__["_verified"] = state
+    check_need(*cached_graph_memory(graph))
+    return state[1]
 
 
 def _validation_error(index: int, operator: Operator, message: str, names: Sequence[str],
@@ -119,6 +180,13 @@ def build_plan(block: Block) -> BlockPlan:
     foldable = set(constants)  # names whose value is the same on every run
     steps: list[Step] = []
     for index, operator in enumerate(block.operators):
+        step = _const_step(index, operator, decls)
+        if step is not None:  # most operators of a lowered graph: skip the general machinery
+            steps.append(step)
+            available.add(step.outputs[0][0])
+            constants[step.outputs[0][0]] = decls[step.outputs[0][0]].data
+            foldable.add(step.outputs[0][0])
+            continue
         step = _make_step(block, index, operator, decls, available, constants)
         steps.append(step)
         available.update(operator.outputs)
@@ -138,6 +206,26 @@ def build_plan(block: Block) -> BlockPlan:
     running = [s for s in steps if not s.folded]
     _set_frees(block, running)
     return BlockPlan(block, constants, variables, running, steps)
+
+
+#: The stock CONST function: a CONST step is folded directly only while it is in the registry.
+_STOCK_CONST = REGISTRY.get("CONST")
+
+
+def _const_step(index: int, operator: Operator, decls: dict[str, Tensor]) -> Step | None:
+    """The folded step of a well-formed CONST (what :func:`_make_step` and :func:`_fold` would
+    make of it, without calling the op), or None for anything else."""
+    if operator.op != "CONST" or operator.inputs or len(operator.outputs) != 1:
+        return None
+    fn = REGISTRY.get("CONST")
+    decl = decls.get(operator.outputs[0])
+    if fn is not _STOCK_CONST or decl is None or decl.data is None or decl.data.flags.writeable:
+        return None
+    shape = tuple(decl.shape)
+    working = dtype_info(decl.dtype).working
+    if decl.data.dtype != working or decl.data.shape != shape or (decl.dtype != "SHAPE" and 0 in shape):
+        return None
+    return Step(index, operator, fn, [], [], [decl], [(decl.name, working, shape)], folded=True)
 
 
 def _make_step(block: Block, index: int, operator: Operator, decls: dict[str, Tensor],
@@ -196,7 +284,8 @@ def _fold(step: Step, constants: dict[str, np.ndarray]) -> list[np.ndarray] | No
     call = OpCall(step.index, step.operator, [constants[n] for n in step.inputs], step.input_decls,
                   step.output_decls)
     try:
-        results = list(step.fn(call))
+        with np.errstate(all="ignore"):  # as in a run
+            results = list(step.fn(call))
     except Exception:  # noqa: BLE001  (the run raises it again, in order, with the usual wrapping)
         return None
     if len(results) != len(step.outputs):
@@ -257,6 +346,7 @@ def cached_graph(source) -> Graph:
             _GRAPHS.move_to_end(key)
             return graph
     graph = load(key)
+    graph.__dict__["_sealed"] = True  # see verify_graph
     if len(key) <= CACHE_BYTES:
         with _GRAPHS_LOCK:
             _GRAPHS[key] = graph

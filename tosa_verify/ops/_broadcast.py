@@ -7,10 +7,11 @@ The spec's broadcasting lives in ``pseudocode/library/broadcast_shape.tosac`` an
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ..numerics import round_to_float
 from .registry import OpCall
 
 #: Types the elementwise chapters list, by spec family.
@@ -82,6 +83,22 @@ def nan_mode(call: OpCall) -> str:
         mode not in ("PROPAGATE", "IGNORE"), f"nan_mode {mode!r} is not PROPAGATE or IGNORE"
     )
     return mode
+
+
+def float_rounder(dtype: str) -> Callable[[np.ndarray], np.ndarray]:
+    """A function rounding float64 values once to the float ``dtype`` (its working array).
+
+    FP32 and FP16 are numpy's cast (IEEE round to nearest even in one step; out of range gives
+    infinity, numpy's overflow warning is off while the interpreter runs kernels); the other
+    types go through :func:`~tosa_verify.numerics.round_to_float`.
+
+    >>> float_rounder("FP32")(np.array([0.1])).dtype
+    dtype('float32')
+    """
+    if dtype in ("FP32", "FP16"):
+        working = np.dtype(np.float32 if dtype == "FP32" else np.float16)
+        return lambda values: values.astype(working)
+    return lambda values: round_to_float(values, dtype)
 
 
 def to_f64(values: np.ndarray) -> np.ndarray:

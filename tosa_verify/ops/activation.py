@@ -11,7 +11,15 @@ from scipy import special
 
 from ..dtypes import dtype_info
 from ..numerics import round_to_float
-from ._broadcast import FP_TYPES, apply_max, apply_min, check_same_shape, nan_mode, to_f64
+from ._broadcast import (
+    FP_TYPES,
+    apply_max,
+    apply_min,
+    check_same_shape,
+    float_rounder,
+    nan_mode,
+    to_f64,
+)
 from .facts import abs_error, ulp
 from .registry import OpCall, register, register_prepare
 
@@ -48,8 +56,19 @@ def clamp(call: OpCall) -> list[np.ndarray]:
 @register_prepare("CLAMP")
 def prepare_clamp(call: OpCall):
     """CLAMP with its (static: attributes and declarations) checks made once."""
-    params = _clamp_checks(call)
-    return lambda run: [_clamp(run.inputs[0], *params)]
+    lo, hi, mode, is_float = _clamp_checks(call)
+    if mode == "PROPAGATE" or not is_float:
+        # apply_max_s then apply_min_s, with compare_nan's PROPAGATE folded into the
+        # comparisons: ``x < lo`` and ``v >= hi`` are false for NaN, which stays. For numbers
+        # these are the negations of the pseudocode's ``x >= lo`` and ``v < hi``, so every
+        # value, signed zeros included, takes the same branch.
+        return lambda run: [_clip_propagate(run.inputs[0], lo, hi)]
+    return lambda run: [_clamp(run.inputs[0], lo, hi, mode, is_float)]
+
+
+def _clip_propagate(x: np.ndarray, lo, hi) -> np.ndarray:
+    value = np.where(x < lo, lo, x)
+    return np.where(value >= hi, hi, value).astype(x.dtype, copy=False)
 
 
 def _clamp_checks(call: OpCall) -> tuple:
@@ -75,11 +94,15 @@ def _clamp(x: np.ndarray, lo, hi, mode: str, is_float: bool) -> np.ndarray:
 
 
 def _fp_activation(call: OpCall, fn) -> list[np.ndarray]:
+    _activation_checks(call)
+    with np.errstate(all="ignore"):  # exp overflow to inf is part of the specified results
+        return [round_to_float(fn(to_f64(call.inputs[0])), call.in_dtype(0))]
+
+
+def _activation_checks(call: OpCall) -> None:
     call.check_arity(1, 1)
     call.check_types(_FP)
     check_same_shape(call)
-    with np.errstate(all="ignore"):  # exp overflow to inf is part of the specified results
-        return [round_to_float(fn(to_f64(call.inputs[0])), call.in_dtype(0))]
 
 
 @register("ERF", compliance=ulp(5.0))
@@ -103,3 +126,14 @@ def sigmoid(call: OpCall) -> list[np.ndarray]:
 def tanh(call: OpCall) -> list[np.ndarray]:
     """TANH: hyperbolic tangent (``±inf -> ±1``, keeps the sign of zero)."""
     return _fp_activation(call, np.tanh)
+
+
+_ACTIVATIONS = {"ERF": special.erf, "SIGMOID": _sigmoid, "TANH": np.tanh}
+
+
+@register_prepare(*_ACTIVATIONS)
+def prepare_fp_activation(call: OpCall):
+    """ERF/SIGMOID/TANH with their (static) checks made once."""
+    _activation_checks(call)
+    fn, rounded = _ACTIVATIONS[call.op], float_rounder(call.in_dtype(0))
+    return lambda run: [rounded(fn(run.inputs[0].astype(np.float64)))]

@@ -28,6 +28,18 @@ def _layout_types(call: OpCall) -> tuple[str, ...]:
 @register("CONCAT")
 def concat(call: OpCall) -> list[np.ndarray]:
     """CONCAT: join a list of tensors of equal rank along ``axis``."""
+    return [np.concatenate(call.inputs, axis=_concat_checks(call))]
+
+
+@register_prepare("CONCAT")
+def prepare_concat(call: OpCall):
+    """CONCAT with its (static) checks made once."""
+    axis = _concat_checks(call)
+    return lambda run: [np.concatenate(run.inputs, axis=axis)]
+
+
+def _concat_checks(call: OpCall) -> int:
+    """The ERROR_IFs of CONCAT (declarations and attributes); returns ``axis``."""
     n = len(call.inputs)
     call.error_if(n == 0, "input1 == []")
     call.error_if(len(call.output_decls) != 1, f"output count {len(call.output_decls)} != 1")
@@ -55,7 +67,7 @@ def concat(call: OpCall) -> list[np.ndarray]:
                 )
     call.error_if(len(out_shape) != rank, "rank(shape) != rank(shapes1[0])")
     call.error_if(axis_sum != out_shape[axis], "axis_sum != shape[axis]")
-    return [np.concatenate(call.inputs, axis=axis)]
+    return axis
 
 
 @register("PAD", operands=("input1", "padding", "pad_const"))

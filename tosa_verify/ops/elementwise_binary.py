@@ -86,6 +86,11 @@ def prepare_add_sub(call: OpCall):
     call.check_types(_int64.with_int64(call, _ADD_TYPES, _I64_ROW))
     check_broadcast(call, 0, 1)
     dt, sign = call.in_dtype(0), (1 if call.op == "ADD" else -1)
+    if dt == "FP32":
+        # float32 +/- rounds the exact result once, as the float64 sum then one rounding does
+        # (float64 holds 2 * 24 + 2 bits: the double rounding is innocuous for FP32).
+        ufunc = np.add if sign > 0 else np.subtract
+        return lambda run: [ufunc(run.inputs[0], run.inputs[1])]
     return lambda run: _add_sub_values(run, run.inputs[0], run.inputs[1], dt, sign)
 
 
@@ -270,6 +275,13 @@ def prepare_mul(call: OpCall):
         return None
     check_broadcast(call, *_mul_checks(call))
     shift = _mul_shift(call)
+    dt = call.in_dtype(0)
+    if dt == "FP32":
+        # one rounding of the exact product, as in _mul_values (see prepare_add_sub)
+        return lambda run: [np.multiply(run.inputs[0], run.inputs[1])]
+    if dt in ("INT8", "INT16"):
+        # shift is 0 (REQUIRE above) and the product of two int16 values fits int32 exactly
+        return lambda run: [np.multiply(run.inputs[0], run.inputs[1], dtype=np.int32)]
     return lambda run: _mul_values(run, run.inputs[0], run.inputs[1], shift)
 
 
@@ -356,6 +368,10 @@ def prepare_table(call: OpCall):
         return None
     _table_checks(call)
     tab = np.asarray(call.inputs[1]).astype(I64).reshape(-1)
+    if call.in_dtype(0) == "INT8":
+        # tab[x + 128] is by_bits[x's bit pattern as uint8]: one lookup, no conversions
+        by_bits = np.roll(tab.astype(np.int8), -128)
+        return lambda run: [by_bits[run.inputs[0].view(np.uint8)]]
     # int16: whether every slope fits int16 (then no lookup can break the REQUIRE)
     lo, hi = int_range("INT16")
     slopes_fit = bool(np.all((np.diff(tab) >= lo) & (np.diff(tab) <= hi)))

@@ -15,9 +15,9 @@ import numpy as np
 from ..dtypes import dtype_info
 from ..numerics import count_leading_zeros32, int_range, round_to_float
 from . import _int64
-from ._broadcast import FP_TYPES, check_same_shape, to_f64
+from ._broadcast import FP_TYPES, check_same_shape, float_rounder, to_f64
 from .facts import abs_error, ulp
-from .registry import OpCall, register
+from .registry import OpCall, register, register_prepare
 
 I64 = np.int64
 
@@ -169,7 +169,11 @@ def negate(call: OpCall) -> list[np.ndarray]:
 @register("RECIPROCAL", compliance=ulp(1.0))
 def reciprocal(call: OpCall) -> list[np.ndarray]:
     """RECIPROCAL: ``1 / input1`` (``±0 -> ±inf``, ``±inf -> ±0``)."""
-    return _fp_unary(call, lambda x: 1.0 / x)
+    return _fp_unary(call, _reciprocal)
+
+
+def _reciprocal(x: np.ndarray) -> np.ndarray:
+    return 1.0 / x
 
 
 def _rsqrt(x: np.ndarray) -> np.ndarray:
@@ -181,3 +185,16 @@ def _rsqrt(x: np.ndarray) -> np.ndarray:
 def rsqrt(call: OpCall) -> list[np.ndarray]:
     """RSQRT: ``1 / sqrt(input1)``; negative inputs give NaN."""
     return _fp_unary(call, _rsqrt)
+
+
+#: The float ops evaluated in float64 and rounded once (see :func:`_fp_unary`).
+_FP_UNARY = {"CEIL": np.ceil, "FLOOR": np.floor, "COS": np.cos, "SIN": np.sin, "EXP": np.exp, "LOG": np.log,
+             "RECIPROCAL": _reciprocal, "RSQRT": _rsqrt}
+
+
+@register_prepare(*_FP_UNARY)
+def prepare_fp_unary(call: OpCall):
+    """The float64-evaluated unary ops with their (static) checks made once."""
+    _, dt = _unary(call, _FP)
+    fn, rounded = _FP_UNARY[call.op], float_rounder(dt)
+    return lambda run: [rounded(fn(run.inputs[0].astype(np.float64)))]

@@ -69,10 +69,26 @@ def _nan_mode(call: OpCall, dtype: str) -> str:
 def _extreme(call: OpCall, largest: bool) -> list[np.ndarray]:
     x, axis = _reduce_checks(call, ("INT8", "INT16", "INT32", *_int64.int64_if_11(call), *_FLOATS))
     dtype = call.out_dtype()
-    mode = _nan_mode(call, dtype)
+    return [_extreme_values(x, axis, dtype, _nan_mode(call, dtype), largest)]
+
+
+@register_prepare("REDUCE_MAX", "REDUCE_MIN")
+def prepare_extreme(call: OpCall):
+    """REDUCE_MAX/REDUCE_MIN with the (static) checks made once."""
+    _, axis = _reduce_checks(call, ("INT8", "INT16", "INT32", *_FLOATS))
+    dtype = call.out_dtype()
+    mode, largest = _nan_mode(call, dtype), call.op == "REDUCE_MAX"
+    if dtype not in _FLOATS:
+        ufunc = np.maximum if largest else np.minimum
+        return lambda run: [ufunc.reduce(run.inputs[0], axis=axis, keepdims=True)]
+    return lambda run: [_extreme_values(run.inputs[0], axis, dtype, mode, largest)]
+
+
+def _extreme_values(x: np.ndarray, axis: int, dtype: str, mode: str, largest: bool) -> np.ndarray:
+    """The REDUCE_MAX (``largest``) or REDUCE_MIN of ``x`` along ``axis``, checks done."""
     if dtype not in _FLOATS:
         fn = np.max if largest else np.min
-        return [fn(x, axis=axis, keepdims=True)]
+        return fn(x, axis=axis, keepdims=True)
     # float32 holds FP16/BF16 values exactly, so the comparison and the copy back are exact.
     # PROPAGATE: any NaN gives NaN (np.max/np.min). IGNORE: NaN only when the whole axis is NaN
     # (np.fmax/np.fmin ignore a NaN operand). The sign of a zero result is free per the spec.
@@ -95,7 +111,7 @@ def _extreme(call: OpCall, largest: bool) -> list[np.ndarray]:
             pick = zeros.shape[axis] - 1 - np.argmax(np.flip(zeros, axis=axis), axis=axis)
         chosen = np.take_along_axis(xf, np.expand_dims(pick, axis), axis=axis)
         result = np.where(result == 0, chosen, result)
-    return [result.astype(dtype_info(dtype).working)]
+    return result.astype(dtype_info(dtype).working)
 
 
 @register("REDUCE_MAX")
@@ -139,14 +155,13 @@ def _sum(call: OpCall, x: np.ndarray, axis: int, dtype: str) -> np.ndarray:
     if dtype == "INT32":
         # apply_add_s<i32_t> REQUIREs every partial sum (in the spec's order) to fit int32;
         # int64 cumulative sums of at most 2**31 int32 values cannot overflow.
-        partial = np.cumsum(x.astype(np.int64), axis=axis)
+        wide = x.astype(np.int64)
         lo, hi = int_range("INT32")
-        call.require(
-            partial.size == 0 or (partial.min() >= lo and partial.max() <= hi),
-            "apply_add_s<i32_t>: partial sum within int32",
-        )
-        total = np.sum(x.astype(np.int64), axis=axis, keepdims=True)
-        return total.astype(np.int32)
+        # no partial sum leaves int32 when axis length * the largest magnitude stays inside it
+        if wide.size and max(-int(wide.min()), int(wide.max())) * x.shape[axis] > hi:
+            partial = np.cumsum(wide, axis=axis)
+            call.require(partial.min() >= lo and partial.max() <= hi, "apply_add_s<i32_t>: partial sum within int32")
+        return np.sum(wide, axis=axis, keepdims=True).astype(np.int32)
     # Float sums: a dot product with a vector of ones. float64 accumulation is far inside the
     # dot-product error bound, and a single final rounding to the output type.
     # "+ 0.0" because the spec's accumulator starts at +0: a sum of only -0.0 is +0.0.

@@ -7,7 +7,6 @@ in :data:`REGISTRY` and nothing else, so the supported-op list is this dictionar
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -62,6 +61,8 @@ def register(
                 raise RuntimeError(f"TOSA op {name} registered twice")
             REGISTRY[name] = fn
             FACTS[name] = facts
+            if name in PREPARE and _PREPARED_FUNCTION.get(name) is None:
+                _PREPARED_FUNCTION[name] = fn  # the prepare was registered first (module order)
         return fn
 
     return decorate
@@ -115,22 +116,40 @@ def prepare_for(op_name: str) -> Callable | None:
     return prepare
 
 
-@dataclass
 class OpCall:
     """Everything one operator invocation needs: values, declarations, attributes, context.
 
     ``inputs`` are working numpy arrays (see :mod:`tosa_verify.dtypes`) in operator input order;
     ``input_decls``/``output_decls`` are the block's tensor declarations (name, shape, dtype).
     ``runtime`` gives control-flow and variable ops access to the running interpreter.
+    A plain slotted class, not a dataclass: one is made per operator per run, so its
+    construction is on the interpreter's hot path.
+
+    >>> OpCall(0, None, [], [], []).runtime is None
+    True
     """
 
-    index: int
-    operator: Operator
-    inputs: list[np.ndarray]
-    input_decls: list[Tensor]
-    output_decls: list[Tensor]
-    runtime: Any = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    __slots__ = ("index", "operator", "inputs", "input_decls", "output_decls", "runtime", "_extra")
+
+    def __init__(self, index: int, operator: Operator, inputs: list[np.ndarray], input_decls: list[Tensor],
+                 output_decls: list[Tensor], runtime: Any = None, extra: dict[str, Any] | None = None) -> None:
+        self.index = index
+        self.operator = operator
+        self.inputs = inputs
+        self.input_decls = input_decls
+        self.output_decls = output_decls
+        self.runtime = runtime
+        self._extra = extra
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        """Free-form per-call scratch space for op implementations (made on first use)."""
+        if self._extra is None:
+            self._extra = {}
+        return self._extra
+
+    def __repr__(self) -> str:
+        return f"OpCall({self._where()})"
 
     @property
     def op(self) -> str:

@@ -124,28 +124,83 @@ def prepare_rescale(call: OpCall):
         return None
     params = _rescale_setup(call)
     fast = _proven_in_range(params)
-    if fast is None:
+    if fast is not None:
+
+        def kernel(run: OpCall) -> list[np.ndarray]:  # no input can fail a REQUIRE
+            return [_fast_rescale(run.inputs[0], fast)]
+
+        return kernel
+    window = _safe_inputs(params)
+    if window is None:
         return lambda run: [_rescale(run, run.inputs[0], params)]
+    lo_x, hi_x, fast = window
+
+    def checked_kernel(run: OpCall) -> list[np.ndarray]:
+        # the REQUIREs hold for every input in [lo_x, hi_x] (monotonic scaling): two
+        # reductions decide whether this run's data can take the check-free path
+        x = run.inputs[0]
+        if x.size and lo_x <= x.min() and x.max() <= hi_x:
+            return [_fast_rescale(x, fast)]
+        return [_rescale(run, x, params)]
+
+    return checked_kernel
+
+
+def _fast_rescale(x: np.ndarray, fast: tuple) -> np.ndarray:
+    """RESCALE of ``x`` whose REQUIREs are known to hold (see :func:`_proven_in_range`)."""
     m, s, rounding, input_zp, mask, lo, hi, working = fast
-
-    def kernel(run: OpCall) -> list[np.ndarray]:
-        value = run.inputs[0].astype(np.int64)
-        if mask:
-            value &= mask  # zero_extend
-        if input_zp:
-            value -= input_zp
-        value *= m
-        value += rounding
-        value >>= s
-        np.maximum(value, lo, out=value)
-        np.minimum(value, hi, out=value)
-        return [value.astype(working)]
-
-    return kernel
+    value = x.astype(np.int64)
+    if mask:
+        value &= mask  # zero_extend
+    if input_zp:
+        value -= input_zp
+    value *= m
+    value += rounding
+    value >>= s
+    np.maximum(value, lo, out=value)
+    np.minimum(value, hi, out=value)
+    return value.astype(working)
 
 
-def _proven_in_range(params: tuple):
-    """Parameters of a RESCALE whose data REQUIREs hold for *every* input value, else None.
+def _safe_inputs(params: tuple):
+    """(lo, hi, fast parameters) such that every input value in [lo, hi] passes RESCALE's data
+    REQUIREs and the int64 arithmetic of :func:`_fast_rescale` is exact; None when the common
+    case does not apply (unsigned, double rounding with a shift > 31) or no such value exists.
+
+    Per channel, the scaled value ``(v * m + round) >> s`` is monotonic in ``v``, so each REQUIRE
+    bounds ``v`` from below and above; the window is the intersection over channels.
+    """
+    (in_t, out_t, scale32, rounding_mode, input_unsigned, output_unsigned, input_zp, output_zp,
+     m, s, bounds) = params
+    ms, ss = np.atleast_1d(m).tolist(), np.atleast_1d(s).tolist()
+    if input_unsigned or output_unsigned or (rounding_mode == "DOUBLE_ROUND" and max(ss) > 31):
+        return None
+    lo32, hi32 = _INT32_RANGE
+    # results and results + output_zp within int32
+    r_lo, r_hi = max(lo32, lo32 - output_zp), min(hi32, hi32 - output_zp)
+    lo_v, hi_v = int_range(in_t)
+    lo_v, hi_v = lo_v - input_zp, hi_v - input_zp
+    limit = ((1 << 62) - ((abs(output_zp) + 1) << max(ss))) // max(max(ms), 1)  # int64 headroom
+    lo_v, hi_v = max(lo_v, -limit), min(hi_v, limit)
+    for mc, sc in zip(ms, ss, strict=True):
+        half = 1 << (sc - 1)
+        if scale32:
+            lo_v, hi_v = max(lo_v, -half), min(hi_v, half - 1)
+        if mc == 0:  # every value scales to 0
+            if not r_lo <= 0 <= r_hi:
+                return None
+            continue
+        lo_v = max(lo_v, -((half - (r_lo << sc)) // mc))  # ceil(((r_lo << s) - half) / m)
+        hi_v = min(hi_v, (((r_hi + 1) << sc) - half - 1) // mc)
+    if lo_v > hi_v:
+        return None
+    fast = _proven_in_range(params, (lo_v + input_zp, hi_v + input_zp))
+    return None if fast is None else (lo_v + input_zp, hi_v + input_zp, fast)
+
+
+def _proven_in_range(params: tuple, data: tuple[int, int] | None = None):
+    """Parameters of a RESCALE whose data REQUIREs hold for *every* input value (or every value
+    in ``data``, an inclusive range of the input), else None.
 
     The scaled value is monotonic in the input (multiplier >= 0), so the extremes of the input
     type bound every intermediate: when they pass the REQUIREs (value within the shift's range,
@@ -158,19 +213,22 @@ def _proven_in_range(params: tuple):
     ms, ss = np.atleast_1d(m).tolist(), np.atleast_1d(s).tolist()
     if output_unsigned or (rounding_mode == "DOUBLE_ROUND" and max(ss) > 31):
         return None
-    lo_in, hi_in = int_range(in_t, unsigned=input_unsigned)
+    lo_in, hi_in = int_range(in_t, unsigned=input_unsigned) if data is None else data
     vmin, vmax = lo_in - input_zp, hi_in - input_zp
     # every int64 intermediate of the kernel below, bounded
     if max(abs(vmin), abs(vmax)) * max(ms) + (abs(output_zp) + 1 << max(ss)) >= 1 << 62:
         return None
     lo32, hi32 = _INT32_RANGE
-    for mc, sc in zip(ms, ss, strict=True):
-        if scale32 and not (-(1 << (sc - 1)) <= vmin and vmax < (1 << (sc - 1))):
+    if scale32 and not (-(1 << (min(ss) - 1)) <= vmin and vmax < (1 << (min(ss) - 1))):
+        return None
+    # per channel, exact in int64 after the bound above (vectorised: per-channel RESCALEs have
+    # one channel per output channel)
+    mc, sc = np.asarray(ms, np.int64), np.asarray(ss, np.int64)
+    for v in (vmin, vmax):
+        r = (np.int64(v) * mc + (np.int64(1) << (sc - 1))) >> sc
+        low, high = int(r.min()), int(r.max())
+        if not (lo32 <= low and high <= hi32 and lo32 <= low + output_zp and high + output_zp <= hi32):
             return None
-        for v in (vmin, vmax):
-            r = (v * mc + (1 << (sc - 1))) >> sc
-            if not (lo32 <= r <= hi32 and lo32 <= r + output_zp <= hi32):
-                return None
     # (v * m + round) >> s, then + output_zp: folded into the rounding term, exact because the
     # zero point is an integer: ((v*m + round) >> s) + zp == (v*m + round + (zp << s)) >> s.
     shift = s if not np.ndim(s) else np.asarray(s, np.int64)
@@ -247,9 +305,9 @@ def _rescale_setup(call: OpCall) -> tuple:
     multiplier = call.inputs[1].astype(np.int64).reshape(-1)
     shift = call.inputs[2].astype(np.int64).reshape(-1)
     # REQUIREs of apply_scale_32/16 on the scale factors actually used.
-    if np.prod(shape, dtype=np.int64) > 0:
-        call.require(bool(np.all(multiplier >= 0)), "multiplier >= 0")
-        call.require(bool(np.all((shift >= 2) & (shift <= 62))), "2 <= shift && shift <= 62")
+    if 0 not in shape:  # (an empty tensor uses none; shapes are checked to have nc entries)
+        call.require(multiplier.min() >= 0, "multiplier >= 0")
+        call.require(2 <= shift.min() and shift.max() <= 62, "2 <= shift && shift <= 62")
 
     m = multiplier if per_channel else multiplier[0]
     s = shift if per_channel else shift[0]
