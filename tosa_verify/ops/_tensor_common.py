@@ -107,7 +107,9 @@ def _exact_dtype(terms: int, max_a: int, max_b: int) -> tuple[type, int]:
     bound on |sum| that justifies it.
 
     Every partial sum of ``sum_k a_k * b_k`` (in any order, with or without FMA) is bounded by
-    ``sum_k |a_k| |b_k| <= terms * max|a| * max|b|``. When that bound is below 2**24 every
+    ``sum_k |a_k| |b_k| <= terms * max|a| * max|b|`` (callers that know the weights pass
+    ``terms=1, max_b=max_n sum_k |b_kn|``, the tighter ``max|a| * sum_k |b_k|``, see
+    :func:`_l1_max`). When that bound is below 2**24 every
     partial sum is an integer exactly representable in float32, below 2**53 in float64, so BLAS
     returns the exact integer result whatever its blocking and summation order. Otherwise we fall
     back to int64, which holds every intermediate the spec allows (int16 x int16 products times
@@ -119,6 +121,16 @@ def _exact_dtype(terms: int, max_a: int, max_b: int) -> tuple[type, int]:
     if bound < 1 << 53:
         return F64, bound
     return INT64, bound
+
+
+def _l1_max(shifted_w: np.ndarray, axis: int) -> int:
+    """max over output channels of ``sum |w|`` over the products one output sums (every axis
+    but ``axis``, the output channel's): with ``max|x|`` it bounds every partial sum of a
+    convolution output, ``|sum_k x_k w_k| <= max|x| * sum_k |w_k|`` (see :func:`_exact_dtype`)."""
+    if shifted_w.size == 0:
+        return 0
+    moved = np.moveaxis(np.abs(shifted_w), axis, 0)
+    return int(moved.reshape(moved.shape[0], -1).sum(axis=1, dtype=INT64).max())
 
 
 def _finish_int(acc: np.ndarray, bias: np.ndarray, out_dtype: str, bound: int) -> np.ndarray:
@@ -133,10 +145,10 @@ def _finish_int(acc: np.ndarray, bias: np.ndarray, out_dtype: str, bound: int) -
     total = bound + (max(abs(int(bias.max())), abs(int(bias.min()))) if bias.size else 0)
     exact = {np.dtype(np.float32): 1 << 24, np.dtype(F64): 1 << 53}.get(acc.dtype, 1 << 62)
     if total < exact and total <= hi:
-        # acc + bias is exact in acc's dtype and cannot leave out_t's range: no int64 detour
-        # (in place: every caller passes a fresh accumulator it does not use afterwards)
-        acc += bias.astype(acc.dtype)
-        return acc.astype(working)
+        # acc + bias is exact in acc's dtype and cannot leave out_t's range: no int64 detour,
+        # and one pass (the sum is cast to out_t as it is written; the value is an integer, so
+        # the cast is exact)
+        return np.add(acc, bias.astype(acc.dtype), out=np.empty(acc.shape, working), casting="unsafe")
     out = acc.astype(INT64)
     out += bias.astype(INT64)
     if out.size and (int(out.min()) < lo or int(out.max()) > hi):

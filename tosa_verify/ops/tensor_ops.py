@@ -40,6 +40,7 @@ from ._tensor_common import (
     _gemm,
     _ints,
     _is_float,
+    _l1_max,
     _level,
     _out_size,
     _patches,
@@ -258,11 +259,12 @@ def _conv_input(call: OpCall, p: dict, weights: dict) -> tuple[np.ndarray, type,
     x = call.inputs[0]
     if weights["float"]:
         return x.astype(F64), F64, 0
-    xs, x_max = _shifted(x, weights["izp"])
-    dt, bound = _exact_dtype(p["terms"], x_max, weights["w_max"])
+    # bound max|x - zp| * max_oc sum |w[oc] - w_zp|, tighter than terms * max|x| * max|w|
+    dt, bound = _exact_dtype(1, _shifted_max(x, weights["izp"]), weights["l1"])
     if dt not in weights:
         weights[dt] = np.ascontiguousarray(np.moveaxis(weights["shifted"].astype(dt), 0, -1))
-    return xs.astype(dt, copy=False), dt, bound
+    # shifted straight into dt: one pass over the int8/int16 input, no int64 copy
+    return _shift_to(x, weights["izp"], dt), dt, bound
 
 
 @register_prepare("CONV2D", "CONV3D")
@@ -276,9 +278,8 @@ def prepare_conv(call: OpCall):
         weights[F64] = np.ascontiguousarray(np.moveaxis(call.inputs[1].astype(F64), 0, -1))
     else:
         weights["izp"] = _zero_point(call, 3, p["in_dt"], "input_zp")
-        weights["shifted"], weights["w_max"] = _shifted(
-            call.inputs[1], _zero_point(call, 4, p["w_dt"], "weight_zp")
-        )
+        weights["shifted"], _ = _shifted(call.inputs[1], _zero_point(call, 4, p["w_dt"], "weight_zp"))
+        weights["l1"] = _l1_max(weights["shifted"], 0)  # weight [OC, *K, IC]
     return _quiet(lambda run: [_conv_run(run, p, weights)])
 
 
