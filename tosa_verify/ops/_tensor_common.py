@@ -266,7 +266,7 @@ def _shift_to(values: np.ndarray, zp: int, dt: type) -> np.ndarray:
 _IM2COL_MAX_K = 256
 _IM2COL_MAX = 1 << 26
 #: Output elements per block of :func:`_depthwise_blocked` (its working set stays in cache).
-_DEPTHWISE_BLOCK = 1 << 15
+_DEPTHWISE_BLOCK = 1 << 16
 
 
 def _zero_padded(x: np.ndarray, pad: Sequence[int]) -> np.ndarray:
@@ -314,8 +314,32 @@ def _patches(
     return out.reshape(n, *out_spatial, len(taps) * c)
 
 
+def _padded_phases(x: np.ndarray, zp: int, pad: Sequence[int], sx: int, dt: type) -> list[np.ndarray]:
+    """``x - zp`` ([N, H, W, C]) in ``dt``, zero-padded (exact for integer sums, see
+    :func:`_zero_padded`) and split into ``sx`` column phases: phase ``p`` holds padded columns
+    ``p, p + sx, ...`` contiguously. The shifted input is written straight into the phases (one
+    pass over the input; no padded copy to split afterwards); ``sx == 1`` gives the padded input.
+    """
+    n, ih, iw, c = x.shape
+    pt, pb, pl, pr = pad
+    width = iw + pl + pr
+    phases = []
+    for p in range(sx):
+        phase = np.zeros((n, ih + pt + pb, len(range(p, width, sx)), c), dtype=dt)
+        first = (p - pl) % sx  # the first input column i with (i + pl) % sx == p
+        cols = len(range(first, iw, sx))
+        if cols:
+            start = (first + pl) // sx
+            region = phase[:, pt : pt + ih, start : start + cols]
+            np.subtract(x[:, :, first::sx], dt(zp), out=region, dtype=dt)  # computed in dt: no wrap
+        phases.append(phase)
+    return phases
+
+
 def _depthwise_blocked(
-    xp: np.ndarray,
+    x: np.ndarray,
+    zp: int,
+    pad: Sequence[int],
     w: np.ndarray,
     stride: Sequence[int],
     dilation: Sequence[int],
@@ -323,21 +347,23 @@ def _depthwise_blocked(
     dt: type,
 ) -> np.ndarray:
     """Integer DEPTHWISE_CONV2D sums ``[N, OH, OW, C, M]`` in ``dt`` (exact, see
-    :func:`_exact_dtype`) of the zero-point-shifted, zero-padded input ``xp`` (padding as zeros
+    :func:`_exact_dtype`) of the input ``x`` shifted by ``zp`` and zero-padded (padding as zeros
     is exact for integer sums, see :func:`_zero_padded`), block of output rows by block: every
     tap's multiply and add for a block run while the block is in cache, instead of one pass over
     the whole output per tap.
 
-    The input is split into ``stride_x`` column phases (contiguous copies), so that each tap
-    reads whole output rows as one contiguous run of ``OW * C`` values; multiplied by the tap's
-    weights tiled along the row, numpy's inner loops then span a row, not one pixel's C values.
+    The input is split into ``stride_x`` column phases (see :func:`_padded_phases`), so that each
+    tap reads whole output rows as one contiguous run of ``OW * C`` values; multiplied by the
+    tap's weights tiled along the row, numpy's inner loops then span a row, not one pixel's C
+    values.
     """
-    n, c = xp.shape[0], xp.shape[-1]
+    n, c = x.shape[0], x.shape[-1]
     kh, kw, _, m = w.shape
     oh, ow = out_hw
     sy, sx = stride
     dy, dx = dilation
     if m != 1:
+        [xp] = _padded_phases(x, zp, pad, 1, dt)
         acc = np.empty((n, oh, ow, c, m), dtype=dt)
         for ky, kx in itertools.product(range(kh), range(kw)):
             region = (
@@ -348,7 +374,7 @@ def _depthwise_blocked(
             else:
                 acc += region
         return acc
-    phases = [np.ascontiguousarray(xp[:, :, p::sx]) for p in range(sx)] if sx > 1 else [xp]
+    phases = _padded_phases(x, zp, pad, sx, dt)
     # tap kx reads padded column ox * sx + kx * dx: phase (kx * dx) % sx, offset (kx * dx) // sx
     where = [((kx * dx) % sx, (kx * dx) // sx) for kx in range(kw)]
     tiled = np.tile(w[:, :, :, 0], (1, 1, ow))  # [KH, KW, OW * C]

@@ -267,6 +267,21 @@ def _conv_input(call: OpCall, p: dict, weights: dict) -> tuple[np.ndarray, type,
     return _shift_to(x, weights["izp"], dt), dt, bound
 
 
+@register("CONV2D")
+@_quiet
+def conv2d(call: OpCall) -> list[np.ndarray]:
+    """CONV2D: input [N,IH,IW,IC], weight [OC,KH,KW,IC], bias [BC] -> [N,OH,OW,OC]."""
+    return _conv_nd(call, 2)
+
+
+@register("CONV3D")
+@_quiet
+def conv3d(call: OpCall) -> list[np.ndarray]:
+    """CONV3D: input [N,ID,IH,IW,IC], weight [OC,KD,KH,KW,IC], bias [BC] -> [N,OD,OH,OW,OC]."""
+    return _conv_nd(call, 3)
+
+
+# after conv2d/conv3d: register_prepare pairs with the op functions registered at this point
 @register_prepare("CONV2D", "CONV3D")
 def prepare_conv(call: OpCall):
     """CONV2D/CONV3D with constant weight, bias and zero points: checks once, weights converted once."""
@@ -281,20 +296,6 @@ def prepare_conv(call: OpCall):
         weights["shifted"], _ = _shifted(call.inputs[1], _zero_point(call, 4, p["w_dt"], "weight_zp"))
         weights["l1"] = _l1_max(weights["shifted"], 0)  # weight [OC, *K, IC]
     return _quiet(lambda run: [_conv_run(run, p, weights)])
-
-
-@register("CONV2D")
-@_quiet
-def conv2d(call: OpCall) -> list[np.ndarray]:
-    """CONV2D: input [N,IH,IW,IC], weight [OC,KH,KW,IC], bias [BC] -> [N,OH,OW,OC]."""
-    return _conv_nd(call, 2)
-
-
-@register("CONV3D")
-@_quiet
-def conv3d(call: OpCall) -> list[np.ndarray]:
-    """CONV3D: input [N,ID,IH,IW,IC], weight [OC,KD,KH,KW,IC], bias [BC] -> [N,OD,OH,OW,OC]."""
-    return _conv_nd(call, 3)
 
 
 @register("DEPTHWISE_CONV2D")
@@ -330,16 +331,8 @@ def depthwise_conv2d(call: OpCall) -> list[np.ndarray]:
         dt, bound = _exact_dtype(
             kh * kw, _shifted_max(call.inputs[0], x_zp), _shifted_max(call.inputs[1], w_zp)
         )
-        # the shifted input is written straight into its zero-padded buffer (one pass, no copy)
-        xp = np.zeros((n, ih + pad[0] + pad[1], iw + pad[2] + pad[3], c), dtype=dt)
-        np.subtract(
-            call.inputs[0],
-            dt(x_zp),
-            out=xp[:, pad[0] : pad[0] + ih, pad[2] : pad[2] + iw],
-            dtype=dt,
-        )
         acc = _depthwise_blocked(
-            xp, _shift_to(call.inputs[1], w_zp, dt), stride, dilation, (oh, ow), dt
+            call.inputs[0], x_zp, pad, _shift_to(call.inputs[1], w_zp, dt), stride, dilation, (oh, ow), dt
         )
         return [_finish_int(acc.reshape(n, oh, ow, c * m), bias, out_dt, bound)]
     x, w, dt, bound = _conv_operands(call, in_dt, w_dt, call.inputs[1], kh * kw)
