@@ -7,6 +7,7 @@ in the cheapest numpy dtype that a bound proves exact (see :func:`_exact_dtype`)
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 from collections.abc import Sequence
@@ -142,9 +143,7 @@ def _finish_int(acc: np.ndarray, bias: np.ndarray, out_dtype: str, bound: int) -
     """
     working = dtype_info(out_dtype).working
     lo, hi = int_range(out_dtype)
-    total = bound + (max(abs(int(bias.max())), abs(int(bias.min()))) if bias.size else 0)
-    exact = {np.dtype(np.float32): 1 << 24, np.dtype(F64): 1 << 53}.get(acc.dtype, 1 << 62)
-    if total < exact and total <= hi:
+    if _one_pass_finish(bias, out_dtype, bound, acc.dtype):
         # acc + bias is exact in acc's dtype and cannot leave out_t's range: no int64 detour,
         # and one pass (the sum is cast to out_t as it is written; the value is an integer, so
         # the cast is exact)
@@ -154,6 +153,42 @@ def _finish_int(acc: np.ndarray, bias: np.ndarray, out_dtype: str, bound: int) -
     if out.size and (int(out.min()) < lo or int(out.max()) > hi):
         out = wrap(out, out_dtype) if out_dtype == "INT32" else saturate(out, out_dtype)
     return out.astype(working)
+
+
+def _one_pass_finish(bias: np.ndarray, out_dtype: str, bound: int, dt) -> bool:
+    """``acc + bias`` (``|acc| <= bound``) is exact in ``dt`` and within out_t's range."""
+    total = bound + (max(abs(int(bias.max())), abs(int(bias.min()))) if bias.size else 0)
+    exact = {np.dtype(np.float32): 1 << 24, np.dtype(F64): 1 << 53}.get(np.dtype(dt), 1 << 62)
+    return total < exact and total <= int_range(out_dtype)[1]
+
+
+#: Bytes of float sums per chunk of :func:`_gemm_int` (the chunk stays in the L2 cache).
+_CHUNK_BYTES = 1 << 19
+
+
+def _gemm_int(a: np.ndarray, b: np.ndarray, bias: np.ndarray, out_dtype: str, bound: int):
+    """``a @ b + bias`` as out_t's working dtype for exact integer operands (``a``, ``b`` in a
+    float dtype that :func:`_exact_dtype` proved exact for ``|sum| <= bound``), or None when
+    :func:`_finish_int` would need its int64 detour.
+
+    Chunk of rows by chunk: each chunk's sums are added to the bias and cast into the output
+    while in cache, instead of the whole float result written to memory and read back. Each
+    output element is still one dot product over all of K, exact whatever BLAS's blocking.
+    """
+    if a.dtype.kind != "f" or not _one_pass_finish(bias, out_dtype, bound, a.dtype):
+        return None
+    rows, oc = a.shape[0], b.shape[1]
+    out = np.empty((rows, oc), dtype_info(out_dtype).working)
+    step = max(1, _CHUNK_BYTES // max(1, oc * a.itemsize))
+    buf = np.empty((min(step, rows), oc), a.dtype)
+    bias = bias.astype(a.dtype)
+    controller = _blas_controller()
+    with controller.limit(limits=1, user_api="blas") if controller is not None else contextlib.nullcontext():
+        for start in range(0, rows, step):  # small GEMMs: one BLAS thread (see _gemm)
+            part = buf[: min(rows, start + step) - start]
+            np.matmul(a[start : start + part.shape[0]], b, out=part)
+            np.add(part, bias, out=out[start : start + part.shape[0]], casting="unsafe")  # exact
+    return out
 
 
 def _finish_float(acc: np.ndarray, bias: np.ndarray, out_dtype: str) -> np.ndarray:
@@ -345,6 +380,7 @@ def _depthwise_blocked(
     dilation: Sequence[int],
     out_hw: Sequence[int],
     dt: type,
+    plus_zero: bool = False,
 ) -> np.ndarray:
     """Integer DEPTHWISE_CONV2D sums ``[N, OH, OW, C, M]`` in ``dt`` (exact, see
     :func:`_exact_dtype`) of the input ``x`` shifted by ``zp`` and zero-padded (padding as zeros
@@ -356,6 +392,11 @@ def _depthwise_blocked(
     tap reads whole output rows as one contiguous run of ``OW * C`` values; multiplied by the
     tap's weights tiled along the row, numpy's inner loops then span a row, not one pixel's C
     values.
+
+    Floating-point sums (``plus_zero``, finite weights, ``M == 1``): the spec's accumulator starts
+    at +0 and skips padded taps. Here a padded tap adds ``0 * w = +-0``, which leaves a nonzero
+    sum unchanged and a +0 sum +0 (round to nearest: ``+0 + -0 = +0``); starting from the first
+    product plus +0 (never -0, like the spec's) keeps every partial sum equal to the spec's.
     """
     n, c = x.shape[0], x.shape[-1]
     kh, kw, _, m = w.shape
@@ -393,6 +434,8 @@ def _depthwise_blocked(
                     region = phases[phase][b, ys, offset : offset + ow].reshape(y1 - y0, row)
                     if ky == 0 and kx == 0:
                         np.multiply(region, tiled[0, 0], out=block)
+                        if plus_zero:
+                            block += 0.0  # -0 -> +0: the spec's accumulator starts at +0
                     else:
                         np.multiply(region, tiled[ky, kx], out=tmp)
                         block += tmp

@@ -38,6 +38,7 @@ from ._tensor_common import (
     _finish_float,
     _finish_int,
     _gemm,
+    _gemm_int,
     _ints,
     _is_float,
     _l1_max,
@@ -238,6 +239,9 @@ def _conv_run(call: OpCall, p: dict, weights: dict | None = None) -> np.ndarray:
     else:
         x, dt, bound = _conv_input(call, p, weights)
         w_taps = weights[dt]
+        out = _pointwise_int(x, w_taps, p, bound)
+        if out is not None:
+            return out
     acc = _conv_sums(
         x,
         w_taps,
@@ -252,6 +256,19 @@ def _conv_run(call: OpCall, p: dict, weights: dict | None = None) -> np.ndarray:
     if _is_float(p["out_dt"]):
         return _finish_float(acc, p["bias"], p["out_dt"])
     return _finish_int(acc, p["bias"], p["out_dt"], bound)
+
+
+def _pointwise_int(x: np.ndarray, w_taps: np.ndarray, p: dict, bound: int) -> np.ndarray | None:
+    """A pointwise (1x1, unpadded) integer convolution as one chunked GEMM with the bias and the
+    cast to out_t fused in (see :func:`_gemm_int`), or None where that does not apply."""
+    if _is_float(p["in_dt"]) or any(k != 1 for k in p["kernel"]) or any(p["pad"]):
+        return None
+    spatial = (slice(None, o * st, st) for o, st in zip(p["out_spatial"], p["stride"], strict=True))
+    region = x[(slice(None), *spatial)]
+    ic, oc = x.shape[-1], w_taps.shape[-1]
+    out = _gemm_int(np.ascontiguousarray(region).reshape(-1, ic), w_taps.reshape(ic, oc), p["bias"],
+                    p["out_dt"], bound)
+    return None if out is None else out.reshape(x.shape[0], *p["out_spatial"], oc)
 
 
 def _conv_input(call: OpCall, p: dict, weights: dict) -> tuple[np.ndarray, type, int]:
@@ -336,6 +353,11 @@ def depthwise_conv2d(call: OpCall) -> list[np.ndarray]:
         )
         return [_finish_int(acc.reshape(n, oh, ow, c * m), bias, out_dt, bound)]
     x, w, dt, bound = _conv_operands(call, in_dt, w_dt, call.inputs[1], kh * kw)
+    if m == 1 and bool(np.isfinite(w).all()):
+        # the padding's 0 * w is +-0 where the spec skips the tap: with finite weights and a +0
+        # start (plus_zero) every sum is the spec's, in the same tap order (see _depthwise_blocked)
+        acc = _depthwise_blocked(x, 0, pad, w, stride, dilation, (oh, ow), dt, plus_zero=True)
+        return [_finish_float(acc.reshape(n, oh, ow, c), bias, out_dt)]
     acc = np.zeros((n, oh, ow, c, m), dtype=dt)
     scratch = np.empty(acc.size, dtype=dt)  # one product buffer reused by every tap
 
