@@ -7,6 +7,7 @@ in the cheapest numpy dtype that a bound proves exact (see :func:`_exact_dtype`)
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 from collections.abc import Sequence
@@ -107,7 +108,9 @@ def _exact_dtype(terms: int, max_a: int, max_b: int) -> tuple[type, int]:
     bound on |sum| that justifies it.
 
     Every partial sum of ``sum_k a_k * b_k`` (in any order, with or without FMA) is bounded by
-    ``sum_k |a_k| |b_k| <= terms * max|a| * max|b|``. When that bound is below 2**24 every
+    ``sum_k |a_k| |b_k| <= terms * max|a| * max|b|`` (callers that know the weights pass
+    ``terms=1, max_b=max_n sum_k |b_kn|``, the tighter ``max|a| * sum_k |b_k|``, see
+    :func:`_l1_max`). When that bound is below 2**24 every
     partial sum is an integer exactly representable in float32, below 2**53 in float64, so BLAS
     returns the exact integer result whatever its blocking and summation order. Otherwise we fall
     back to int64, which holds every intermediate the spec allows (int16 x int16 products times
@@ -121,6 +124,16 @@ def _exact_dtype(terms: int, max_a: int, max_b: int) -> tuple[type, int]:
     return INT64, bound
 
 
+def _l1_max(shifted_w: np.ndarray, axis: int) -> int:
+    """max over output channels of ``sum |w|`` over the products one output sums (every axis
+    but ``axis``, the output channel's): with ``max|x|`` it bounds every partial sum of a
+    convolution output, ``|sum_k x_k w_k| <= max|x| * sum_k |w_k|`` (see :func:`_exact_dtype`)."""
+    if shifted_w.size == 0:
+        return 0
+    moved = np.moveaxis(np.abs(shifted_w), axis, 0)
+    return int(moved.reshape(moved.shape[0], -1).sum(axis=1, dtype=INT64).max())
+
+
 def _finish_int(acc: np.ndarray, bias: np.ndarray, out_dtype: str, bound: int) -> np.ndarray:
     """``out = static_cast<out_t>(acc); out = apply_add_s<out_t>(out, bias)`` for INT32/INT48.
 
@@ -130,18 +143,52 @@ def _finish_int(acc: np.ndarray, bias: np.ndarray, out_dtype: str, bound: int) -
     """
     working = dtype_info(out_dtype).working
     lo, hi = int_range(out_dtype)
-    total = bound + (max(abs(int(bias.max())), abs(int(bias.min()))) if bias.size else 0)
-    exact = {np.dtype(np.float32): 1 << 24, np.dtype(F64): 1 << 53}.get(acc.dtype, 1 << 62)
-    if total < exact and total <= hi:
-        # acc + bias is exact in acc's dtype and cannot leave out_t's range: no int64 detour
-        # (in place: every caller passes a fresh accumulator it does not use afterwards)
-        acc += bias.astype(acc.dtype)
-        return acc.astype(working)
+    if _one_pass_finish(bias, out_dtype, bound, acc.dtype):
+        # acc + bias is exact in acc's dtype and cannot leave out_t's range: no int64 detour,
+        # and one pass (the sum is cast to out_t as it is written; the value is an integer, so
+        # the cast is exact)
+        return np.add(acc, bias.astype(acc.dtype), out=np.empty(acc.shape, working), casting="unsafe")
     out = acc.astype(INT64)
     out += bias.astype(INT64)
     if out.size and (int(out.min()) < lo or int(out.max()) > hi):
         out = wrap(out, out_dtype) if out_dtype == "INT32" else saturate(out, out_dtype)
     return out.astype(working)
+
+
+def _one_pass_finish(bias: np.ndarray, out_dtype: str, bound: int, dt) -> bool:
+    """``acc + bias`` (``|acc| <= bound``) is exact in ``dt`` and within out_t's range."""
+    total = bound + (max(abs(int(bias.max())), abs(int(bias.min()))) if bias.size else 0)
+    exact = {np.dtype(np.float32): 1 << 24, np.dtype(F64): 1 << 53}.get(np.dtype(dt), 1 << 62)
+    return total < exact and total <= int_range(out_dtype)[1]
+
+
+#: Bytes of float sums per chunk of :func:`_gemm_int` (the chunk stays in the L2 cache).
+_CHUNK_BYTES = 1 << 19
+
+
+def _gemm_int(a: np.ndarray, b: np.ndarray, bias: np.ndarray, out_dtype: str, bound: int):
+    """``a @ b + bias`` as out_t's working dtype for exact integer operands (``a``, ``b`` in a
+    float dtype that :func:`_exact_dtype` proved exact for ``|sum| <= bound``), or None when
+    :func:`_finish_int` would need its int64 detour.
+
+    Chunk of rows by chunk: each chunk's sums are added to the bias and cast into the output
+    while in cache, instead of the whole float result written to memory and read back. Each
+    output element is still one dot product over all of K, exact whatever BLAS's blocking.
+    """
+    if a.dtype.kind != "f" or not _one_pass_finish(bias, out_dtype, bound, a.dtype):
+        return None
+    rows, oc = a.shape[0], b.shape[1]
+    out = np.empty((rows, oc), dtype_info(out_dtype).working)
+    step = max(1, _CHUNK_BYTES // max(1, oc * a.itemsize))
+    buf = np.empty((min(step, rows), oc), a.dtype)
+    bias = bias.astype(a.dtype)
+    controller = _blas_controller()
+    with controller.limit(limits=1, user_api="blas") if controller is not None else contextlib.nullcontext():
+        for start in range(0, rows, step):  # small GEMMs: one BLAS thread (see _gemm)
+            part = buf[: min(rows, start + step) - start]
+            np.matmul(a[start : start + part.shape[0]], b, out=part)
+            np.add(part, bias, out=out[start : start + part.shape[0]], casting="unsafe")  # exact
+    return out
 
 
 def _finish_float(acc: np.ndarray, bias: np.ndarray, out_dtype: str) -> np.ndarray:
@@ -254,7 +301,7 @@ def _shift_to(values: np.ndarray, zp: int, dt: type) -> np.ndarray:
 _IM2COL_MAX_K = 256
 _IM2COL_MAX = 1 << 26
 #: Output elements per block of :func:`_depthwise_blocked` (its working set stays in cache).
-_DEPTHWISE_BLOCK = 1 << 15
+_DEPTHWISE_BLOCK = 1 << 16
 
 
 def _zero_padded(x: np.ndarray, pad: Sequence[int]) -> np.ndarray:
@@ -302,30 +349,62 @@ def _patches(
     return out.reshape(n, *out_spatial, len(taps) * c)
 
 
+def _padded_phases(x: np.ndarray, zp: int, pad: Sequence[int], sx: int, dt: type) -> list[np.ndarray]:
+    """``x - zp`` ([N, H, W, C]) in ``dt``, zero-padded (exact for integer sums, see
+    :func:`_zero_padded`) and split into ``sx`` column phases: phase ``p`` holds padded columns
+    ``p, p + sx, ...`` contiguously. The shifted input is written straight into the phases (one
+    pass over the input; no padded copy to split afterwards); ``sx == 1`` gives the padded input.
+    """
+    n, ih, iw, c = x.shape
+    pt, pb, pl, pr = pad
+    width = iw + pl + pr
+    phases = []
+    for p in range(sx):
+        phase = np.zeros((n, ih + pt + pb, len(range(p, width, sx)), c), dtype=dt)
+        first = (p - pl) % sx  # the first input column i with (i + pl) % sx == p
+        cols = len(range(first, iw, sx))
+        if cols:
+            start = (first + pl) // sx
+            region = phase[:, pt : pt + ih, start : start + cols]
+            np.subtract(x[:, :, first::sx], dt(zp), out=region, dtype=dt)  # computed in dt: no wrap
+        phases.append(phase)
+    return phases
+
+
 def _depthwise_blocked(
-    xp: np.ndarray,
+    x: np.ndarray,
+    zp: int,
+    pad: Sequence[int],
     w: np.ndarray,
     stride: Sequence[int],
     dilation: Sequence[int],
     out_hw: Sequence[int],
     dt: type,
+    plus_zero: bool = False,
 ) -> np.ndarray:
     """Integer DEPTHWISE_CONV2D sums ``[N, OH, OW, C, M]`` in ``dt`` (exact, see
-    :func:`_exact_dtype`) of the zero-point-shifted, zero-padded input ``xp`` (padding as zeros
+    :func:`_exact_dtype`) of the input ``x`` shifted by ``zp`` and zero-padded (padding as zeros
     is exact for integer sums, see :func:`_zero_padded`), block of output rows by block: every
     tap's multiply and add for a block run while the block is in cache, instead of one pass over
     the whole output per tap.
 
-    The input is split into ``stride_x`` column phases (contiguous copies), so that each tap
-    reads whole output rows as one contiguous run of ``OW * C`` values; multiplied by the tap's
-    weights tiled along the row, numpy's inner loops then span a row, not one pixel's C values.
+    The input is split into ``stride_x`` column phases (see :func:`_padded_phases`), so that each
+    tap reads whole output rows as one contiguous run of ``OW * C`` values; multiplied by the
+    tap's weights tiled along the row, numpy's inner loops then span a row, not one pixel's C
+    values.
+
+    Floating-point sums (``plus_zero``, finite weights, ``M == 1``): the spec's accumulator starts
+    at +0 and skips padded taps. Here a padded tap adds ``0 * w = +-0``, which leaves a nonzero
+    sum unchanged and a +0 sum +0 (round to nearest: ``+0 + -0 = +0``); starting from the first
+    product plus +0 (never -0, like the spec's) keeps every partial sum equal to the spec's.
     """
-    n, c = xp.shape[0], xp.shape[-1]
+    n, c = x.shape[0], x.shape[-1]
     kh, kw, _, m = w.shape
     oh, ow = out_hw
     sy, sx = stride
     dy, dx = dilation
     if m != 1:
+        [xp] = _padded_phases(x, zp, pad, 1, dt)
         acc = np.empty((n, oh, ow, c, m), dtype=dt)
         for ky, kx in itertools.product(range(kh), range(kw)):
             region = (
@@ -336,7 +415,7 @@ def _depthwise_blocked(
             else:
                 acc += region
         return acc
-    phases = [np.ascontiguousarray(xp[:, :, p::sx]) for p in range(sx)] if sx > 1 else [xp]
+    phases = _padded_phases(x, zp, pad, sx, dt)
     # tap kx reads padded column ox * sx + kx * dx: phase (kx * dx) % sx, offset (kx * dx) // sx
     where = [((kx * dx) % sx, (kx * dx) // sx) for kx in range(kw)]
     tiled = np.tile(w[:, :, :, 0], (1, 1, ow))  # [KH, KW, OW * C]
@@ -355,6 +434,8 @@ def _depthwise_blocked(
                     region = phases[phase][b, ys, offset : offset + ow].reshape(y1 - y0, row)
                     if ky == 0 and kx == 0:
                         np.multiply(region, tiled[0, 0], out=block)
+                        if plus_zero:
+                            block += 0.0  # -0 -> +0: the spec's accumulator starts at +0
                     else:
                         np.multiply(region, tiled[ky, kx], out=tmp)
                         block += tmp
