@@ -227,19 +227,28 @@ def test_the_memory_need_is_computed_once_and_checked_against_the_budget_at_each
     ("INT16", [1 << 30, 3 << 28], [25, 25], 0, ts.RoundingMode.DOUBLE_ROUND),  # double = single here
     ("INT16", [0, 1 << 30], [12, 14], 0, ts.RoundingMode.SINGLE_ROUND),  # a zero multiplier
 ])
-def test_rescale_data_window_edges_match_the_reference_model(out_t, multiplier, shift, output_zp, rounding) -> None:
+@pytest.mark.parametrize("float_kernel", [False, True], ids=["int64-window", "with-float64-kernel"])
+def test_rescale_data_window_edges_match_the_reference_model(
+    out_t, multiplier, shift, output_zp, rounding, float_kernel, monkeypatch
+) -> None:
     """The checked fast path takes inputs inside a window where the REQUIREs provably hold: at
-    and just outside its edges, ours agrees with the reference model (values or REQUIRE failure)."""
+    and just outside its edges, ours agrees with the reference model (values or REQUIRE failure).
+    Alone (the float64 kernel of ``_rescale_fast`` switched off) and composed with that kernel,
+    which hands the data it cannot prove exact to the window path."""
+    from tosa_verify.ops import type_conversion
     from tosa_verify.ops.registry import OpCall
     from tosa_verify.ops.type_conversion import _rescale_setup, _safe_inputs
 
+    if not float_kernel:
+        monkeypatch.setattr(type_conversion, "fast_rescale", lambda params, fallback: fallback)
     x0 = np.zeros((1, 2), np.int32)
     data = _rescale_graph(x0, "INT32", out_t, multiplier, shift, scale32=True, rounding=rounding,
                           per_channel=True, output_zp=output_zp)
     graph = tosa_verify.load(data)
     plan = plan_for(graph.main)
     step = plan.steps[0]
-    assert step.fn.__name__ == "checked_kernel"
+    if not float_kernel:
+        assert step.fn.__name__ == "checked_kernel"
     call = OpCall(0, step.operator, [None, *(plan.constants[n] for n in step.inputs[1:])],
                   step.input_decls, step.output_decls)
     lo, hi, _ = _safe_inputs(_rescale_setup(call))
