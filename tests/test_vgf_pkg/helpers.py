@@ -96,13 +96,15 @@ def peer_mobilenet_v2(profile: str, full: bool = False) -> bytes:
     return cached_peer_tosa(f"mobilenet_v2-{profile}-{'full' if full else 'reduced'}", build, profile, full)
 
 
-def et_op_cases(files: list[str], per_profile: int = 1) -> list[tuple[str, str, bytes]]:
-    """``(case id, profile, TOSA)`` of ExecuTorch's own Arm op tests, lowered by ExecuTorch.
+def et_op_cases(files: list[str], per_profile: int = 1) -> list[tuple[str, str, bytes, list | None]]:
+    """``(case id, profile, TOSA, inputs)`` of ExecuTorch's own Arm op tests, lowered by ExecuTorch.
 
     The first ``per_profile`` INT and FP cases of each test file (``benchmarks/_et_suite.py``
     collects the module and inputs each test hands its pipeline), lowered with ExecuTorch's
     TOSA flow (``_peer.executorch_tosa``, quantized on the test's own inputs for INT). A case
-    ExecuTorch itself cannot lower into one delegated graph is left out.
+    ExecuTorch itself cannot lower into one delegated graph is left out. ``inputs`` are the
+    test's own inputs (float32, graph order) for an FP graph that takes them as they are -- an
+    operator such as POW is only defined on the test's domain -- else None (random inputs).
     """
     import _et_suite
     from _peer import executorch_tosa
@@ -123,8 +125,18 @@ def et_op_cases(files: list[str], per_profile: int = 1) -> list[tuple[str, str, 
             except Exception:  # noqa: BLE001 - ExecuTorch's own flow failed on its own case
                 continue
             taken[case.profile] = taken.get(case.profile, 0) + 1
-            out.append((case.id, case.profile, tosa))
+            out.append((case.id, case.profile, tosa, _own_inputs(tosa, case) if case.profile == "FP" else None))
     return out
+
+
+def _own_inputs(tosa: bytes, case) -> list | None:
+    """The case's tensors as the FP graph's inputs, when they match its input shapes one to one."""
+    import torch
+
+    block = tosa_verify.load(tosa).main
+    values = [np.asarray(x.detach().float().numpy()) for x in case.inputs if isinstance(x, torch.Tensor)]
+    shapes = [tuple((block.tensors.get(n) or block.shapes[n]).shape) for n in block.inputs]
+    return values if [v.shape for v in values] == shapes else None
 
 
 def outputs_agree_bit_exact(tosa: bytes | vgf.VgfProgram, seed: int = 0) -> None:
