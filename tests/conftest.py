@@ -14,6 +14,9 @@ import os
 import pytest
 import torch
 
+# the VGF device gate for any test: skips without Vulkan, fails in CI (vgf/testing.py)
+from vgf.testing import vgf_device  # noqa: F401
+
 os.environ.setdefault("TOSA_VERIFY_THREADS", "1")
 torch.set_num_threads(1)
 

@@ -27,6 +27,7 @@ from tosa_verify.interpreter import Source
 from tosa_verify.writer import to_flatbuffer
 
 from ._runtime import run_tool, tool_path
+from .aliases import check_outputs
 from .errors import VgfCompileError
 
 __all__ = ["VgfProgram", "VgfTensor", "compile_tosa", "converter_version"]
@@ -178,7 +179,8 @@ def compile_tosa(tosa: Source, *, flags: tuple[str, ...] = (), timeout: float = 
     Raises :class:`~vgf.errors.VgfCompileError` naming the step (``model-converter`` or
     ``vgf_dump``) and the tool's message when the converter rejects the graph, crashes or takes
     longer than ``timeout`` seconds; :class:`~vgf.errors.VgfUnavailableError` when the ML SDK
-    packages are not installed. Results are memoized by the graph's bytes and the flags.
+    packages are not installed, and before converting when the graph hits a known converter
+    fault (:func:`vgf.aliases.check_outputs`). Results are memoized by the graph's bytes and the flags.
 
     Example:
         >>> program = compile_tosa("model.tosa")     # doctest: +SKIP
@@ -191,6 +193,7 @@ def compile_tosa(tosa: Source, *, flags: tuple[str, ...] = (), timeout: float = 
     if key in _CACHE:
         _CACHE.move_to_end(key)
         return _CACHE[key]
+    check_outputs(graph.main)
     converter, dump = tool_path("model-converter"), tool_path("vgf_dump")
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="tosa-verify-vgfc-") as tmp:

@@ -30,6 +30,7 @@ from tosa_verify.reference import capture_graph
 from tosa_verify.writer import to_flatbuffer
 
 from ._runtime import APT_PACKAGES, PIP_PACKAGES, run_tool, runtime_env, tool_path, vulkan_loader
+from .aliases import Alias, aliases, rebuild, sources_of_outputs
 from .compiler import INPUT_PLACEHOLDER, OUTPUT_PLACEHOLDER, VgfProgram, compile_tosa
 from .errors import VgfError, VgfRuntimeError, VgfUnavailableError
 
@@ -132,28 +133,28 @@ def run(program: VgfProgram | Source, inputs: Inputs, *, timeout: float = 900.0)
     return results
 
 
-def _capture_graph(graph: Graph) -> tuple[Graph, list[str], list[Operator]]:
-    """The graph with every computed tensor but RESHAPE outputs as extra outputs.
+def _capture_graph(graph: Graph) -> tuple[Graph, list[str], list[Alias], list[tuple[str, str]]]:
+    """The graph with every computed tensor but the outputs of view operators as extra outputs.
 
-    Returns the rewritten graph, its outputs in order and the RESHAPEs whose outputs are left
-    out. Why: model-converter 0.11.0 treats a RESHAPE as a view of its input, and when a chain
-    of two RESHAPEs has all three tensors as graph outputs, one of the three comes back unwritten
-    (zeros) while the others are right. A RESHAPE moves no values, so its output is recovered
-    from its captured input; a wrong RESHAPE on VGF still shows at the first consumer. The same
-    converter fault hits a MUL feeding a MUL with both outputs captured (the FP transformer block
-    of ``lowering.zoo``: one of the two comes back as zeros); that case is not worked around, so
-    :func:`tosa_verify.diff` names the MUL.
+    Returns the rewritten graph, its outputs in order and the view operators whose outputs are
+    left out. Why: model-converter 0.11.0 compiles a RESHAPE and an elementwise identity (MUL by
+    ones, ADD or SUB of zeros) as a view of the input, and when the input and the output are both
+    graph outputs one of them comes back unwritten (zeros) -- :mod:`vgf.aliases`, docs/vgf.md.
+    Such an operator moves no values, so its output is rebuilt from its captured input; a wrong
+    value on VGF still shows at the first consumer. When a graph output is itself such a view,
+    the tensors it is a view of are left out instead and copied from it (the fourth value).
     """
     captured, names = capture_graph(graph)
     block = captured.main
     keep = set(graph.main.outputs)
-    reshapes = [op for op in block.operators if op.op == "RESHAPE" and op.outputs[0] not in keep]
-    skipped = {op.outputs[0] for op in reshapes}
+    views = [a for a in aliases(block) if a.op.outputs[0] not in keep]
+    backward = sources_of_outputs(block, list(graph.main.outputs))
+    skipped = {a.op.outputs[0] for a in views} | {name for name, _ in backward}
     names = [n for n in names if n not in skipped]
     new_block = Block(block.name, block.operators, block.tensors, block.inputs, names, block.shapes)
     regions = [Region(captured.regions[0].name, [new_block, *captured.regions[0].blocks[1:]]),
                *captured.regions[1:]]
-    return Graph(version=captured.version, regions=regions), names, reshapes
+    return Graph(version=captured.version, regions=regions), names, views, backward
 
 
 def capture(source: Source, inputs: Inputs, *, timeout: float = 900.0) -> RunResult:
@@ -162,8 +163,8 @@ def capture(source: Source, inputs: Inputs, *, timeout: float = 900.0) -> RunRes
     The graph is rewritten so those tensors are also graph outputs (as
     :func:`tosa_verify.reference.capture_graph` does), compiled and run once; ``tensors`` also
     holds the inputs and constants (their values are known). Outputs of RESHAPEs inside the
-    graph are not made outputs (see :func:`_capture_graph`): their values are their inputs'
-    reshaped. The rewritten graph may compile to a different VGF than the original (the
+    graph and of elementwise identities are not made outputs (see :func:`_capture_graph`):
+    their values are rebuilt from their inputs'. The rewritten graph may compile to a different VGF than the original (the
     converter cannot fuse an operator whose output is a graph output), so use :func:`run` for
     the outputs of the deployed program.
 
@@ -175,7 +176,7 @@ def capture(source: Source, inputs: Inputs, *, timeout: float = 900.0) -> RunRes
     graph = load(source)
     block = graph.main
     values = bind_inputs(block, inputs)
-    captured, names, reshapes = _capture_graph(graph)
+    captured, names, views, backward = _capture_graph(graph)
     outputs = run(compile_tosa(to_flatbuffer(captured)), values, timeout=timeout)
     tensors: dict[str, np.ndarray] = {}
     for name, value in zip(block.inputs, values, strict=True):
@@ -184,10 +185,12 @@ def capture(source: Source, inputs: Inputs, *, timeout: float = 900.0) -> RunRes
         if decl.data is not None and name not in tensors:
             tensors[name] = to_reference_form(np.asarray(decl.data), decl.dtype)
     tensors.update(zip(names, outputs, strict=True))
-    for op in reshapes:  # in graph order: a RESHAPE of a RESHAPE finds its input filled in
-        source_value, decl = tensors.get(op.inputs[0]), block.tensors.get(op.outputs[0])
+    for name, view_of_it in backward:  # nearest first: each fills the next one up the chain
+        tensors[name] = np.reshape(tensors[view_of_it], block.tensors[name].shape)
+    for view in views:  # in graph order: a view of a view finds its input filled in
+        source_value, decl = tensors.get(view.source), block.tensors.get(view.op.outputs[0])
         if source_value is not None and decl is not None:
-            tensors[op.outputs[0]] = np.reshape(source_value, decl.shape)
+            tensors[view.op.outputs[0]] = rebuild(view, source_value, tuple(decl.shape))
     return RunResult(outputs=outputs[:len(block.outputs)], tensors=tensors)
 
 

@@ -22,44 +22,23 @@ from tosa_verify.diff import random_inputs
 from tosa_verify.graph import Block, Graph, Operator, Region, Tensor
 from tosa_verify.writer import to_flatbuffer
 
-from .helpers import zoo_tosa
+from .helpers import diff_within_compliance, outputs_agree_bit_exact
 
 pytestmark = pytest.mark.usefixtures("vgf_device")
 
 
-def _outputs_agree_bit_exact(tosa: bytes, seed: int = 0) -> None:
-    graph = tosa_verify.load(tosa)
-    inputs = random_inputs(graph, seed)
-    theirs = vgf.run(tosa, inputs)
-    ours = tosa_verify.run(graph, inputs)
-    assert len(theirs) == len(ours) == len(graph.main.outputs)
-    for name, a, b in zip(graph.main.outputs, ours, theirs, strict=True):
-        assert a.dtype == b.dtype and a.shape == b.shape, name
-        np.testing.assert_array_equal(b, a, err_msg=name)
+@pytest.mark.parametrize("name", ["digits_cnn", "mlp", "ds_cnn", "resnet", "transformer_block"])
+def test_zoo_int_models_run_bit_exact_on_vgf(name, zoo_lowered):
+    outputs_agree_bit_exact(zoo_lowered(name, "INT")[3].tosa)
 
 
 @pytest.mark.parametrize("name", ["digits_cnn", "mlp", "ds_cnn", "resnet", "transformer_block"])
-def test_zoo_int_models_run_bit_exact_on_vgf(name):
-    _outputs_agree_bit_exact(zoo_tosa(name, "INT"))
+def test_zoo_fp_models_agree_operator_by_operator_within_compliance(name, zoo_lowered):
+    diff_within_compliance(zoo_lowered(name, "FP")[3].tosa)
 
 
-@pytest.mark.parametrize("name", ["digits_cnn", "mlp", "ds_cnn", "resnet"])
-def test_zoo_fp_models_agree_operator_by_operator_within_compliance(name):
-    tosa = zoo_tosa(name, "FP")
-    graph = tosa_verify.load(tosa)
-    report = tosa_verify.diff(graph, random_inputs(graph, 0), engine=vgf.VgfExecutor(), against="interpreter")
-    assert report.against == "interpreter" and report.engine == "VGF"
-    assert not report.error and report.ok, report.format_table()
-    # every operator output was compared (none missing), and a float output that is not
-    # bit-identical was re-run alone by the reference model and judged under its compliance mode
-    outs = [t for op in report.ops for t in op.outputs]
-    assert all(t.verdict is not None for t in outs)
-    assert all(t.local is not None and t.local.ok for t in outs if t.is_float and t.status == "within_compliance")
-    assert set(report.counts()) <= {"exact", "within_compliance", "inherited"}
-
-
-def test_capture_equals_the_interpreters_tensors_in_int():
-    tosa = zoo_tosa("digits_cnn", "INT")
+def test_capture_equals_the_interpreters_tensors_in_int(zoo_lowered):
+    tosa = zoo_lowered("digits_cnn", "INT")[3].tosa
     graph = tosa_verify.load(tosa)
     inputs = random_inputs(graph, 3)
     theirs = vgf.capture(graph, inputs).tensors
@@ -96,8 +75,8 @@ class _ExecutesAnotherGraph(vgf.VgfExecutor):
         return super().capture(self.graph, inputs)
 
 
-def test_diff_names_the_operator_vgf_computes_differently():
-    graph = tosa_verify.load(zoo_tosa("mlp", "INT"))
+def test_diff_names_the_operator_vgf_computes_differently(zoo_lowered):
+    graph = tosa_verify.load(zoo_lowered("mlp", "INT")[3].tosa)
     inputs = random_inputs(graph, 1)
     changed, index = _with_one_rescale_changed(graph, inputs)
     report = tosa_verify.diff(graph, inputs, engine=_ExecutesAnotherGraph(changed), against="interpreter")
@@ -115,10 +94,11 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
                           env=env, timeout=600)
 
 
-def test_cli_compile_run_and_diff_on_vgf(tmp_path):
-    graph = tosa_verify.load(zoo_tosa("mlp", "INT"))
+def test_cli_compile_run_and_diff_on_vgf(tmp_path, zoo_lowered):
+    tosa = zoo_lowered("mlp", "INT")[3].tosa
+    graph = tosa_verify.load(tosa)
     model = tmp_path / "model.tosa"
-    model.write_bytes(zoo_tosa("mlp", "INT"))
+    model.write_bytes(tosa)
     inputs = random_inputs(graph, 2)
     changed, index = _with_one_rescale_changed(graph, inputs)
     bad = tmp_path / "changed.tosa"
@@ -155,9 +135,10 @@ def test_converter_crash_is_a_one_line_error_and_the_caller_survives():
     assert isinstance(err.value, tosa_verify.TosaError)
 
 
-def test_runtime_environment_is_private():
+def test_runtime_environment_is_private(zoo_lowered):
+    tosa = zoo_lowered("mlp", "INT")[3].tosa
     before = dict(os.environ)
-    vgf.run(zoo_tosa("mlp", "INT"), random_inputs(tosa_verify.load(zoo_tosa("mlp", "INT")), 0))
+    vgf.run(tosa, random_inputs(tosa_verify.load(tosa), 0))
     assert dict(os.environ) == before
     from vgf._runtime import runtime_env
 
@@ -167,8 +148,8 @@ def test_runtime_environment_is_private():
     assert os.listdir(graph_dir) == ["VkLayer_Graph.json"] and os.listdir(tensor_dir) == ["VkLayer_Tensor.json"]
 
 
-def test_wrong_inputs_are_rejected_before_running():
-    tosa = zoo_tosa("mlp", "INT")
+def test_wrong_inputs_are_rejected_before_running(zoo_lowered):
+    tosa = zoo_lowered("mlp", "INT")[3].tosa
     with pytest.raises(tosa_verify.TosaInputError):
         vgf.run(tosa, [np.zeros((1, 2), np.float32)])
 
@@ -177,35 +158,8 @@ def test_available_reports_ok_here():
     assert vgf.available() == (True, "ok")
 
 
-def _peer_mobilenet_v2(profile: str) -> bytes:
-    """MobileNetV2 (width 0.35, 224x224) lowered by ExecuTorch's Arm backend, as in test_peer_graphs."""
-    import torch
-    from _peer import executorch_tosa  # benchmarks/_peer.py, on sys.path through pyproject
-
-    from lowering.zoo import MobileNetV2
-
-    torch.manual_seed(0)
-    torch.set_num_threads(1)
-    model = MobileNetV2(0.35).eval()
-    example = (torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(7)),)
-    return executorch_tosa(model, example, profile).tosa
-
-
-@pytest.mark.slow
-def test_peer_mobilenet_v2_int_runs_bit_exact_on_vgf():
-    _outputs_agree_bit_exact(_peer_mobilenet_v2("INT"))
-
-
-@pytest.mark.slow
-def test_peer_mobilenet_v2_fp_agrees_operator_by_operator_within_compliance():
-    graph = tosa_verify.load(_peer_mobilenet_v2("FP"))
-    report = tosa_verify.diff(graph, random_inputs(graph, 0), engine=vgf.VgfExecutor(), against="interpreter")
-    assert not report.error and report.ok, report.format_table(all_ops=False)
-    assert set(report.counts()) <= {"exact", "within_compliance", "inherited"}
-
-
-def test_runner_timeout_is_a_one_line_error():
-    program = vgf.compile_tosa(zoo_tosa("mlp", "INT"))
+def test_runner_timeout_is_a_one_line_error(zoo_lowered):
+    program = vgf.compile_tosa(zoo_lowered("mlp", "INT")[3].tosa)
     inputs = random_inputs(program.graph, 0)
     with pytest.raises(vgf.VgfRuntimeError) as err:
         vgf.run(program, inputs, timeout=0.01)
