@@ -15,6 +15,9 @@ from golden import GoldenStore
 from golden.record import record_model
 
 pytest_plugins = ["pytester"]
+#: The in-process runs do not read our pyproject's addopts: pytest-benchmark (when installed)
+#: would warn in each that xdist disables it.
+NO_BENCHMARK = ("-p", "no:benchmark")
 
 TEST_FILE = """
 import torch
@@ -40,15 +43,15 @@ def test_record_then_compare_then_catch_a_regression(pytester, monkeypatch):
     pytester.makepyfile(test_golden_model=TEST_FILE)
     golden_dir = pytester.path / "goldens"
 
-    first = pytester.runpytest_inprocess(f"--tosa-golden-dir={golden_dir}")
+    first = pytester.runpytest_inprocess(f"--tosa-golden-dir={golden_dir}", *NO_BENCHMARK)
     first.assert_outcomes(failed=1)
     first.stdout.fnmatch_lines(["*no golden recorded for 'mlp/INT'*--tosa-golden-update*"])
 
-    record = pytester.runpytest_inprocess(f"--tosa-golden-dir={golden_dir}", "--tosa-golden-update")
+    record = pytester.runpytest_inprocess(f"--tosa-golden-dir={golden_dir}", "--tosa-golden-update", *NO_BENCHMARK)
     record.assert_outcomes(passed=1)
     assert (GoldenStore(golden_dir).live_dir("mlp/INT") / "manifest.json").exists()
 
-    again = pytester.runpytest_inprocess(f"--tosa-golden-dir={golden_dir}")
+    again = pytester.runpytest_inprocess(f"--tosa-golden-dir={golden_dir}", *NO_BENCHMARK)
     again.assert_outcomes(passed=1)
 
     monkeypatch.setenv("BIAS_SHIFT", "0.5")
