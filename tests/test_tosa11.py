@@ -31,7 +31,7 @@ from tosa_verify.writer import to_flatbuffer
 
 @pytest.mark.parametrize("dtype", ["FP4E2M1", "FP6E2M3", "FP6E3M2"])
 def test_subbyte_packing_matches_the_tosa_serializer(dtype):
-    from serializer.numpy_utils import pack_4bit_array, pack_6bit_array
+    from tosa_serializer.numpy_utils import pack_4bit_array, pack_6bit_array
 
     rng = np.random.default_rng(3)
     codes = rng.integers(0, 16 if dtype == "FP4E2M1" else 64, (3, 64)).astype(np.uint8)

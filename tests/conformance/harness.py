@@ -39,6 +39,18 @@ SITE = Path(next(p for p in sys.path if p.endswith("site-packages") and (Path(p)
 GENERATE_LIB = SITE / "tosa_reference_model" / "libtosa_reference_generate_lib.so"
 VERIFY_LIB = SITE / "tosa_reference_model" / "libtosa_reference_verify_lib.so"
 BIN_DIR = Path(sys.executable).parent
+#: tosa-tools' native binaries. Its console scripts (BIN_DIR) are Python shims that find and
+#: run these: a Python start-up (~0.1 s CPU) per reference run, more than the run itself.
+NATIVE_DIR = SITE / "bin"
+#: The generator, run through a wrapper that checks each JSON schema once (see _generator.py).
+GENERATOR = Path(__file__).with_name("_generator.py")
+
+
+def tool(name: str) -> str:
+    """The native tosa-tools binary ``name`` (``tosa_reference_model``, ``tosa_verify``), or
+    its console script when the wheel's layout differs."""
+    native = NATIVE_DIR / name
+    return str(native if native.is_file() else BIN_DIR / name)
 
 #: The profiles and extensions of TOSA 1.0 the interpreter implements.
 EXTENSIONS = [
@@ -183,7 +195,7 @@ def generate(op: str, *, maximum: int | None = None, num_errorifs: int = 1, seed
         tmp = Path(tempfile.mkdtemp(prefix=f"{op_name}-", dir=cache_root()))
         sel = tmp / "selection.json"
         sel.write_text(json.dumps(selection_config(op_name, maximum, num_errorifs)))
-        cmd = [str(BIN_DIR / "tosa_verif_build_tests"), "-o", str(tmp / "cases"), *args,
+        cmd = [sys.executable, str(GENERATOR), "-o", str(tmp / "cases"), *args,
                "--test-selection-config", str(sel)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0 and _only_discarded_own_cases(proc.stderr, tmp / "cases"):
@@ -251,7 +263,7 @@ def run_reference_cli(case: Case, workdir: Path) -> ReferenceResult:
     """Run the reference model CLI in precise (FP64) mode on a case's description."""
     workdir.mkdir(parents=True, exist_ok=True)
     cmd = [
-        str(BIN_DIR / "tosa_reference_model"),
+        tool("tosa_reference_model"),
         "--test_desc", str(case.path / "desc.json"),
         "--flatbuffer_dir", str(case.path),
         "--output_dir", str(workdir),
@@ -391,7 +403,7 @@ def _verify_pair(case: Case, workdir: Path, data: str, scale: str, ours: list[np
         _write_npy(path, ours[i], graph.main.tensors[name].dtype)
         imp.append(str(path))
         ref.append(str(workdir / case.name / files[i]))
-    cmd = [str(BIN_DIR / "tosa_verify"), "--test_desc", str(case.path / "desc.json"), "--ofm_name", data,
+    cmd = [tool("tosa_verify"), "--test_desc", str(case.path / "desc.json"), "--ofm_name", data,
            "--imp_result_file", ",".join(imp), "--ref_result_file", ",".join(ref)]
     return subprocess.run(cmd, capture_output=True, text=True).returncode == 0
 

@@ -1,11 +1,23 @@
-"""The tosa_golden fixture end to end, in pytest runs of their own (pytester subprocesses:
-in-process runs would import torch twice into one interpreter)."""
+"""The tosa_golden fixture end to end, in pytest runs of their own.
+
+The first three runs are in-process. pytester restores ``sys.modules`` after each run, and a
+module imported inside one run would be imported a second time into this interpreter by the next
+(torch's export refuses that), so the model is recorded once here first, which imports all that
+the runs use. The last is a real subprocess, the way a
+user's pytest finds the plugin (its ``pytest11`` entry point) in a fresh interpreter. Each
+subprocess pays a torch and lowering import (~6 s of CPU).
+"""
 
 from __future__ import annotations
 
+import golden.pytest_plugin  # noqa: F401 - imported before the in-process runs (see above)
 from golden import GoldenStore
+from golden.record import record_model
 
 pytest_plugins = ["pytester"]
+#: The in-process runs do not read our pyproject's addopts: pytest-benchmark (when installed)
+#: would warn in each that xdist disables it.
+NO_BENCHMARK = ("-p", "no:benchmark")
 
 TEST_FILE = """
 import torch
@@ -25,18 +37,21 @@ def test_model(tosa_golden):
 
 
 def test_record_then_compare_then_catch_a_regression(pytester, monkeypatch):
+    namespace: dict = {}
+    exec(TEST_FILE, namespace)  # the test file's build(): warm up the imports (module docstring)
+    record_model(*namespace["build"]())
     pytester.makepyfile(test_golden_model=TEST_FILE)
     golden_dir = pytester.path / "goldens"
 
-    first = pytester.runpytest_subprocess(f"--tosa-golden-dir={golden_dir}")
+    first = pytester.runpytest_inprocess(f"--tosa-golden-dir={golden_dir}", *NO_BENCHMARK)
     first.assert_outcomes(failed=1)
     first.stdout.fnmatch_lines(["*no golden recorded for 'mlp/INT'*--tosa-golden-update*"])
 
-    record = pytester.runpytest_subprocess(f"--tosa-golden-dir={golden_dir}", "--tosa-golden-update")
+    record = pytester.runpytest_inprocess(f"--tosa-golden-dir={golden_dir}", "--tosa-golden-update", *NO_BENCHMARK)
     record.assert_outcomes(passed=1)
     assert (GoldenStore(golden_dir).live_dir("mlp/INT") / "manifest.json").exists()
 
-    again = pytester.runpytest_subprocess(f"--tosa-golden-dir={golden_dir}")
+    again = pytester.runpytest_inprocess(f"--tosa-golden-dir={golden_dir}", *NO_BENCHMARK)
     again.assert_outcomes(passed=1)
 
     monkeypatch.setenv("BIAS_SHIFT", "0.5")
