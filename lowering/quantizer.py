@@ -11,7 +11,6 @@ import torch
 import torch.fx as fx
 from torchao.quantization.pt2e.fake_quantize import FakeQuantize
 from torchao.quantization.pt2e.observer import (
-    HistogramObserver,
     MinMaxObserver,
     MovingAverageMinMaxObserver,
     MovingAveragePerChannelMinMaxObserver,
@@ -27,6 +26,7 @@ from torchao.quantization.pt2e.quantizer import (
 
 from .control_flow import CONTROL_FLOW, is_control_flow, operands
 from .graph_utils import get_constant, val
+from .observers import SpikeAwareHistogramObserver
 from .ops.registry import STEP_FUNCTIONS, table_ops
 from .passes.base import PassContext
 from .passes.fold_batch_norm import transposed_groups
@@ -34,24 +34,6 @@ from .passes.fold_qdq import FUSED_ACTIVATIONS
 from .pipeline import annotation_passes
 
 aten = torch.ops.aten
-
-class SpikeAwareHistogramObserver(HistogramObserver):
-    """HistogramObserver that keeps the observed min/max when the values fill at most two
-    histogram bins (a constant input, a 0/1 mask): there is no outlier to clip, and the L2
-    search would step through 10^5 quantiles (seconds per observer) to find the same range.
-
-    Example:
-        >>> obs = SpikeAwareHistogramObserver(); _ = obs(torch.ones(8))
-        >>> [round(float(v), 6) for v in obs.calculate_qparams()]
-        [0.003922, 0.0]
-    """
-
-    def calculate_qparams(self):
-        if self.min_val.numel() and bool(torch.isfinite(self.min_val)) and \
-                int((self.histogram > 0).sum()) <= 2:
-            return self._calculate_qparams(self.min_val, self.max_val)
-        return super().calculate_qparams()
-
 
 #: Post-training observers for activation ranges, by the name ``QuantConfig`` takes.
 ACTIVATION_OBSERVERS = {"histogram": SpikeAwareHistogramObserver, "minmax": MinMaxObserver}
