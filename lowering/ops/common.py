@@ -37,6 +37,36 @@ def rescale(em, src: str, out_dtype: str, scales, in_zp: int, out_zp: int, suffi
     return out
 
 
+def ties_possible(scale: float) -> bool:
+    """Whether RESCALE by ``scale`` meets exact .5 ties: its 32-bit multiplier is exact and
+    ``scale`` is not an integer (e.g. a mean of 4 with equal in/out quantization: 0.25).
+
+    Example:
+        >>> ties_possible(0.25), ties_possible(1 / 3), ties_possible(2.0)
+        (True, False, False)
+    """
+    m, sh = quantize_scales([scale])
+    return m[0] * 2.0 ** -sh[0] == scale and scale != int(scale)
+
+
+def rescale_ties_even(em, src: str, out_dtype: str, scale: float, out_zp: int, suffix: str,
+                      out_name: str | None = None) -> str:
+    """RESCALE INT32 ``src`` by ``scale`` to ``out_dtype`` (+ ``out_zp``, saturating) with
+    ties to even, as the fake-quant quantize (torch.round) does; RESCALE alone rounds ties
+    up, so where :func:`ties_possible` the half-up result ``up`` and the half-down one
+    (``-RESCALE(-src)``) are both taken: they differ by one exactly on a tie, and then the
+    even one is kept: ``up - ((up - down) & up & 1)``."""
+    if not ties_possible(scale):
+        return rescale(em, src, out_dtype, scale, 0, out_zp, suffix, out_name=out_name)
+    up = rescale(em, src, "INT32", scale, 0, 0, suffix + "_up")
+    neg_down = rescale(em, fp_unary(em, "NEGATE", src, suffix + "_neg"), "INT32", scale, 0, 0,
+                       suffix + "_negdn")
+    tie = fp_binary(em, "ADD", up, neg_down, suffix + "_tie")  # up - down: 1 on a tie, else 0
+    odd = fp_binary(em, "BITWISE_AND", tie, up, suffix + "_odd")  # tie and up odd
+    even = fp_binary(em, "SUB", up, odd, suffix + "_even")
+    return rescale(em, even, out_dtype, 1.0, 0, out_zp, suffix, out_name=out_name)
+
+
 def int48_prescale_shift(scales) -> int:
     """The power-of-two step ``k`` of an INT48 -> INT32 pre-RESCALE for ``scales``: the
     largest that keeps >= 8 fractional bits of an output step (at most 40)."""
