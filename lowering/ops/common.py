@@ -52,19 +52,31 @@ def ties_possible(scale: float) -> bool:
 def rescale_ties_even(em, src: str, out_dtype: str, scale: float, out_zp: int, suffix: str,
                       out_name: str | None = None) -> str:
     """RESCALE INT32 ``src`` by ``scale`` to ``out_dtype`` (+ ``out_zp``, saturating) with
-    ties to even, as the fake-quant quantize (torch.round) does; RESCALE alone rounds ties
-    up, so where :func:`ties_possible` the half-up result ``up`` and the half-down one
-    (``-RESCALE(-src)``) are both taken: they differ by one exactly on a tie, and then the
-    even one is kept: ``up - ((up - down) & up & 1)``."""
+    ties to even, as the fake-quant quantize (torch.round) does, where RESCALE alone rounds
+    them up (see :func:`_tie_correction`); a plain RESCALE when no tie can occur."""
     if not ties_possible(scale):
         return rescale(em, src, out_dtype, scale, 0, out_zp, suffix, out_name=out_name)
     up = rescale(em, src, "INT32", scale, 0, 0, suffix + "_up")
-    neg_down = rescale(em, fp_unary(em, "NEGATE", src, suffix + "_neg"), "INT32", scale, 0, 0,
-                       suffix + "_negdn")
-    tie = fp_binary(em, "ADD", up, neg_down, suffix + "_tie")  # up - down: 1 on a tie, else 0
-    odd = fp_binary(em, "BITWISE_AND", tie, up, suffix + "_odd")  # tie and up odd
-    even = fp_binary(em, "SUB", up, odd, suffix + "_even")
+    even = fp_binary(em, "SUB", up, _tie_correction(em, src, up, scale, suffix), suffix + "_even")
     return rescale(em, even, out_dtype, 1.0, 0, out_zp, suffix, out_name=out_name)
+
+
+def _tie_correction(em, src: str, up: str, scale: float, suffix: str) -> str:
+    """1 where ``src * scale`` is a .5 tie and its half-up rounding ``up`` is odd, else 0.
+
+    ``-RESCALE(-src)`` rounds half down, so ``tie = up + RESCALE(-src)`` (0 or 1);
+    ``h = RESCALE(up, 0.5) = ceil(up / 2)`` gives ``odd = 2h - up``; then
+    ``tie & odd = floor((tie + odd) / 2) = RESCALE(tie + odd - 1, 0.5)`` and
+    ``tie + odd - 1 = RESCALE(-src) + 2h - 1``: only ops Ethos-U55 runs (no BITWISE_AND)."""
+    shape = [1] * len(em.writer.shapes[src])
+    zero = em.const(suffix + "_zero", [0], "INT32", shape)
+    one = em.const(suffix + "_one", [1], "INT32", shape)
+    neg_down = rescale(em, fp_binary(em, "SUB", zero, src, suffix + "_neg"), "INT32", scale, 0, 0,
+                       suffix + "_negdn")
+    h = rescale(em, up, "INT32", 0.5, 0, 0, suffix + "_half")
+    y = fp_binary(em, "ADD", fp_binary(em, "ADD", neg_down, h, suffix + "_nh"), h, suffix + "_nhh")
+    return rescale(em, fp_binary(em, "SUB", y, one, suffix + "_y"), "INT32", 0.5, 0, 0,
+                   suffix + "_corr")
 
 
 def int48_prescale_shift(scales) -> int:

@@ -226,3 +226,20 @@ def test_int_reduce_sum_mean_ties_round_to_even_like_fake_quant():
     assert lm.cpu_nodes == [] and "REDUCE_SUM" in lm.op_counts
     diff = float64_step_diff(lm, (x,))
     assert diff.max() == 0, f"{(diff > 0).sum()} of {diff.size} outputs differ"
+
+
+def test_int_mean_ties_stay_on_the_ethos_u55():
+    """The ties-to-even correction uses only ops Vela runs on Ethos-U55 (no BITWISE_AND)."""
+    import re
+
+    from ethosu.compiler import compile_tosa
+
+    make, shape = TIE_CASES["avg_pool2d_sliding"]
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(*shape, generator=gen)
+    lm = lowering.lower(make().eval(), (x,), profile="INT",
+                        calibration=[(torch.randn(*shape, generator=gen),) for _ in range(4)] + [(x,)])
+    assert "DEPTHWISE_CONV2D" in lm.op_counts and "AVG_POOL2D" not in lm.op_counts
+    log = compile_tosa(lm.tosa, "ethos-u55-128", layers=False, isolate=True).vela_log
+    cpu = re.search(r"^CPU operators = (\d+)", log, re.MULTILINE)
+    assert cpu and int(cpu.group(1)) == 0, cpu and cpu.group(0)
