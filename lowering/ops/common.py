@@ -37,6 +37,48 @@ def rescale(em, src: str, out_dtype: str, scales, in_zp: int, out_zp: int, suffi
     return out
 
 
+def ties_possible(scale: float) -> bool:
+    """Whether RESCALE by ``scale`` meets exact .5 ties: its 32-bit multiplier is exact and
+    ``scale`` is not an integer (e.g. a mean of 4 with equal in/out quantization: 0.25).
+
+    Example:
+        >>> ties_possible(0.25), ties_possible(1 / 3), ties_possible(2.0)
+        (True, False, False)
+    """
+    m, sh = quantize_scales([scale])
+    return m[0] * 2.0 ** -sh[0] == scale and scale != int(scale)
+
+
+def rescale_ties_even(em, src: str, out_dtype: str, scale: float, out_zp: int, suffix: str,
+                      out_name: str | None = None) -> str:
+    """RESCALE INT32 ``src`` by ``scale`` to ``out_dtype`` (+ ``out_zp``, saturating) with
+    ties to even, as the fake-quant quantize (torch.round) does, where RESCALE alone rounds
+    them up (see :func:`_tie_correction`); a plain RESCALE when no tie can occur."""
+    if not ties_possible(scale):
+        return rescale(em, src, out_dtype, scale, 0, out_zp, suffix, out_name=out_name)
+    up = rescale(em, src, "INT32", scale, 0, 0, suffix + "_up")
+    even = fp_binary(em, "SUB", up, _tie_correction(em, src, up, scale, suffix), suffix + "_even")
+    return rescale(em, even, out_dtype, 1.0, 0, out_zp, suffix, out_name=out_name)
+
+
+def _tie_correction(em, src: str, up: str, scale: float, suffix: str) -> str:
+    """1 where ``src * scale`` is a .5 tie and its half-up rounding ``up`` is odd, else 0.
+
+    ``-RESCALE(-src)`` rounds half down, so ``tie = up + RESCALE(-src)`` (0 or 1);
+    ``h = RESCALE(up, 0.5) = ceil(up / 2)`` gives ``odd = 2h - up``; then
+    ``tie & odd = floor((tie + odd) / 2) = RESCALE(tie + odd - 1, 0.5)`` and
+    ``tie + odd - 1 = RESCALE(-src) + 2h - 1``: only ops Ethos-U55 runs (no BITWISE_AND)."""
+    shape = [1] * len(em.writer.shapes[src])
+    zero = em.const(suffix + "_zero", [0], "INT32", shape)
+    one = em.const(suffix + "_one", [1], "INT32", shape)
+    neg_down = rescale(em, fp_binary(em, "SUB", zero, src, suffix + "_neg"), "INT32", scale, 0, 0,
+                       suffix + "_negdn")
+    h = rescale(em, up, "INT32", 0.5, 0, 0, suffix + "_half")
+    y = fp_binary(em, "ADD", fp_binary(em, "ADD", neg_down, h, suffix + "_nh"), h, suffix + "_nhh")
+    return rescale(em, fp_binary(em, "SUB", y, one, suffix + "_y"), "INT32", 0.5, 0, 0,
+                   suffix + "_corr")
+
+
 def int48_prescale_shift(scales) -> int:
     """The power-of-two step ``k`` of an INT48 -> INT32 pre-RESCALE for ``scales``: the
     largest that keeps >= 8 fractional bits of an output step (at most 40)."""

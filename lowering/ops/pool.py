@@ -9,7 +9,7 @@ import torch
 
 from ..graph_utils import NHWC
 from ..serialize import INT_OF
-from .common import FP_MAX, requantize, rescale
+from .common import FP_MAX, requantize, rescale, rescale_ties_even, ties_possible
 from .conv import _crop, _pair
 from .registry import register
 
@@ -29,6 +29,13 @@ def avg_pool(em, node, x_node, x, in_shape, kernel, stride, pads):
     izp, ozp, acc = _zps(em, node, x_node)
     out_shape = em.shape(node, NHWC) if len(em.shape(node)) == 4 else None
     qo, qi = em.qout(node), em.qin(node, x_node)
+    if em.is_int and not any(pads) and qi.dtype == torch.int8 \
+            and ties_possible(qi.s / (kernel[0] * kernel[1] * qo.s)):
+        # AVG_POOL2D rounds .5 away from zero (and a requantize after it rounds twice); the
+        # fake-quant mean rounds once, ties to even: exact window sums, one RESCALE instead
+        sums = _int_window_sums(em, node, x_node, x, kernel, stride, pads)
+        return rescale_ties_even(em, sums, INT_OF[qo.dtype], qi.s / (kernel[0] * kernel[1] * qo.s),
+                                 qo.zp, "rescale", out_name=em.out(node, NHWC) if out_shape else None)
     same_q = (not em.is_int) or (qo.s == qi.s and qo.zp == qi.zp)
     out = em.out(node, NHWC) if (out_shape and same_q) else em.new(
         "pool", [in_shape[0], (in_shape[1] + pads[0] + pads[1] - kernel[0]) // stride[0] + 1,
@@ -187,8 +194,7 @@ def _window_sum(em, node, x_node, x, kernel, stride, pads, divisor):
     """avg_pool2d with ``divisor_override``: the window sums over the real elements (a
     DEPTHWISE_CONV2D with weights of one; exact in INT32) divided by ``divisor`` (in INT
     folded into the RESCALE to the output)."""
-    n, _, _, c = em.writer.shapes[x]
-    out_shape = em.shape(node, NHWC)
+    c = em.writer.shapes[x][3]
     if not em.is_int:
         w = np.full([*kernel, c, 1], 1.0 / divisor, np.float32)
         zp = em.const("zp", [0.0], "FP32", [1])
@@ -199,18 +205,32 @@ def _window_sum(em, node, x_node, x, kernel, stride, pads, divisor):
                      acc_type="FP32")
         return out
     qi, qo = em.qin(node, x_node), em.qout(node)
+    sums = _int_window_sums(em, node, x_node, x, kernel, stride, pads)
+    if em.writer.dtypes[sums] == "INT32":
+        return rescale_ties_even(em, sums, INT_OF[qo.dtype], qi.s / (divisor * qo.s), qo.zp,
+                                 "rescale", out_name=em.out(node, NHWC))
+    return rescale(em, sums, INT_OF[qo.dtype], qi.s / (divisor * qo.s), 0, qo.zp, "rescale",
+                   out_name=em.out(node, NHWC))
+
+
+def _int_window_sums(em, node, x_node, x, kernel, stride, pads):
+    """The exact window sums of the zero-point-free quantized ``x`` (NHWC): a DEPTHWISE_CONV2D
+    with weights of one, INT32 (INT48 for int16 input)."""
+    n, h, w_in, c = em.writer.shapes[x]
+    qi = em.qin(node, x_node)
     dt = INT_OF[qi.dtype]
     acc = "INT48" if dt == "INT16" else "INT32"
     w = np.ones([*kernel, c, 1], np.int8)
-    sums = em.new("sums", out_shape, acc)
+    out_hw = [(size + p0 + p1 - k) // st + 1 for size, p0, p1, k, st in
+              zip([h, w_in], pads[0::2], pads[1::2], kernel, stride, strict=True)]
+    sums = em.new("sums", [n, *out_hw, c], acc)
     em.writer.op("DEPTHWISE_CONV2D", [x, em.const("ones", w, "INT8", list(w.shape)),
                                       em.const("bias", np.zeros(c), acc, [c]),
                                       em.const("xzp", [qi.zp], dt, [1]),
                                       em.const("wzp", [0], "INT8", [1])],
                  sums, pad=pads, stride=list(stride), dilation=[1, 1], local_bound=False,
                  acc_type=acc)
-    return rescale(em, sums, INT_OF[qo.dtype], qi.s / (divisor * qo.s), 0, qo.zp, "rescale",
-                   out_name=em.out(node, NHWC))
+    return sums
 
 
 def adaptive_windows(size: int, out: int) -> list[tuple[int, int]]:

@@ -8,7 +8,7 @@ import torch
 from ..errors import LoweringError
 from ..graph_utils import NHWC, inverse
 from ..serialize import INT_OF
-from .common import fp_binary, fp_scalar, fp_unary, requantize, rescale, to_int32
+from .common import fp_binary, fp_scalar, fp_unary, requantize, rescale, rescale_ties_even, to_int32
 from .pool import avg_pool
 from .registry import register
 
@@ -96,7 +96,7 @@ def mean(em, node):
         qi, qo = em.qin(node, x_node), em.qout(node)
         xi = to_int32(em, x, qi, "i32")
         s = _reduce_chain(em, "REDUCE_SUM", xi, phys, "sum")
-        res = rescale(em, s, INT_OF[qo.dtype], qi.s / (count * qo.s), 0, qo.zp, "rs")
+        res = rescale_ties_even(em, s, INT_OF[qo.dtype], qi.s / (count * qo.s), qo.zp, "rs")
     else:
         s = _reduce_chain(em, "REDUCE_SUM", x, phys, "sum")
         res = fp_binary(em, "MUL", s, fp_scalar(em, 1.0 / count, rank, "inv_n"), "scaled")

@@ -55,3 +55,17 @@ def check_int(model, inputs, calibration=None, quantization=None, max_steps=1.0)
     err = max_step_error(lm, inputs)
     assert err <= max_steps, f"INT output differs from fake-quant by {err} steps"
     return lm
+
+
+def float64_step_diff(lm: lowering.LoweredModel, inputs) -> np.ndarray:
+    """|TOSA - float64 fake-quant| of the first (quantized) output, in quantization steps:
+    the fake-quant graph evaluated in float64 (``fake_quant_float64``), so float32 rounding
+    noise of the reference cannot hide or fake a difference."""
+    from lowering.reference import fake_quant_float64
+
+    qp = lm.output_qparams[0]
+    raw = np.asarray(lm.run_raw(lm.quantize_inputs(*inputs))[0]).astype(np.int64)
+    ref = torch.ops.quantized_decomposed.quantize_per_tensor(
+        fake_quant_float64(lm.quantized_model, *inputs).float(), qp.s, qp.zp, qp.qmin, qp.qmax,
+        qp.dtype).numpy().astype(np.int64)
+    return np.abs(ref - raw)
