@@ -304,6 +304,13 @@ def _power_of_two(value: int) -> bool:
     return value >= 1 and value & (value - 1) == 0
 
 
+def _check_fft_tensors(call: OpCall) -> None:
+    """The ERROR_IFs FFT2D and RFFT2D share: every input and output fp32_t of rank 3."""
+    for decl in (*call.input_decls, *call.output_decls):
+        call.error_if(decl.dtype != "FP32", f"{decl.name} element type {decl.dtype} != fp32_t")
+        _check_rank(call, decl.shape, 3, decl.name)
+
+
 @register(
     "FFT2D", compliance=DOT_PRODUCT, kernel_size=input_dims(0, (1, 2), rank=3, factor=2), extensions=("EXT-FFT",),
 )
@@ -311,9 +318,7 @@ def _power_of_two(value: int) -> bool:
 def fft2d(call: OpCall) -> list[np.ndarray]:
     """FFT2D: unnormalized complex 2D DFT of [N,H,W] (inverse: positive exponent)."""
     call.check_arity(2, 2)
-    for decl in (*call.input_decls, *call.output_decls):
-        call.error_if(decl.dtype != "FP32", f"{decl.name} element type {decl.dtype} != fp32_t")
-        _check_rank(call, decl.shape, 3, decl.name)
+    _check_fft_tensors(call)
     shape = tuple(call.input_decls[0].shape)
     call.error_if(
         tuple(call.input_decls[1].shape) != shape, "shape(input_imag) != shape(input_real)"
@@ -339,9 +344,7 @@ def fft2d(call: OpCall) -> list[np.ndarray]:
 def rfft2d(call: OpCall) -> list[np.ndarray]:
     """RFFT2D: unnormalized 2D DFT of real [N,H,W], first W/2+1 columns."""
     call.check_arity(1, 2)
-    for decl in (*call.input_decls, *call.output_decls):
-        call.error_if(decl.dtype != "FP32", f"{decl.name} element type {decl.dtype} != fp32_t")
-        _check_rank(call, decl.shape, 3, decl.name)
+    _check_fft_tensors(call)
     n, h, w = call.input_decls[0].shape
     for i in range(2):
         call.error_if(
