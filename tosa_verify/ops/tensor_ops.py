@@ -467,6 +467,25 @@ def prepare_matmul(call: OpCall):
     return _quiet(lambda run: [_matmul(run, *params)])
 
 
+def _rank3_operands(call: OpCall) -> tuple:
+    """Shapes of A, B and the output of MATMUL/MATMUL_T, each checked to be of rank 3."""
+    a_shape, b_shape, o_shape = call.input_decls[0].shape, call.input_decls[1].shape, call.out_shape()
+    _check_rank(call, a_shape, 3, "A")
+    _check_rank(call, b_shape, 3, "B")
+    _check_rank(call, o_shape, 3, "output")
+    return a_shape, b_shape, o_shape
+
+
+def _int_matmul(a: np.ndarray, b: np.ndarray, a_zp: int, b_zp: int, c: int, out_dt: str) -> np.ndarray:
+    """Integer ``(A - A_zp) @ (B - B_zp)`` (B as [.., C, W]) in the cheapest exact dtype for ``c``
+    terms, then wrapped or saturated to ``out_dt`` as the reference model does."""
+    a64, a_max = _shifted(a, a_zp)
+    b64, b_max = _shifted(b, b_zp)
+    dt, bound = _exact_dtype(c, a_max, b_max)
+    acc = _gemm(a64.astype(dt), b64.astype(dt))
+    return _finish_int(acc, np.zeros(1, INT64), out_dt, bound)
+
+
 def _matmul_checks(call: OpCall) -> tuple[str, str, int, int | float, int | float]:
     """The ERROR_IFs of MATMUL; returns (in_t, out_t, C, A_zp, B_zp)."""
     call.check_arity(4, 1)
@@ -475,14 +494,7 @@ def _matmul_checks(call: OpCall) -> tuple[str, str, int, int | float, int | floa
     call.error_if(
         (in_dt, out_dt) not in MATMUL_TYPES, f"unsupported (in_t, out_t) {(in_dt, out_dt)}"
     )
-    a_shape, b_shape, o_shape = (
-        call.input_decls[0].shape,
-        call.input_decls[1].shape,
-        call.out_shape(),
-    )
-    _check_rank(call, a_shape, 3, "A")
-    _check_rank(call, b_shape, 3, "B")
-    _check_rank(call, o_shape, 3, "output")
+    a_shape, b_shape, o_shape = _rank3_operands(call)
     n, h, c = a_shape
     call.error_if(b_shape[0] != n or b_shape[1] != c, "shape(B) != [N, C, W]")
     call.error_if(tuple(o_shape) != (n, h, b_shape[2]), "shape(output) != [N, H, W]")
@@ -499,11 +511,7 @@ def _matmul(call: OpCall, in_dt: str, out_dt: str, c: int, a_zp, b_zp) -> np.nda
     a, b = call.inputs[0], call.inputs[1]
     if _is_float(in_dt):
         return _gemm(a.astype(F64), b.astype(F64)).astype(dtype_info(out_dt).working)
-    a64, a_max = _shifted(a, a_zp)
-    b64, b_max = _shifted(b, b_zp)
-    dt, bound = _exact_dtype(c, a_max, b_max)
-    acc = _gemm(a64.astype(dt), b64.astype(dt))
-    return _finish_int(acc, np.zeros(1, INT64), out_dt, bound)
+    return _int_matmul(a, b, a_zp, b_zp, c, out_dt)
 
 
 #: MATMUL_T (TOSA 1.1) floating-point operand types: the 1.0 float types plus the MX element
@@ -551,14 +559,7 @@ def matmul_t(call: OpCall) -> list[np.ndarray]:
         out_dt not in _matmul_t_out_types(a_dt, b_dt),
         f"unsupported (A_t, B_t, out_t) {(a_dt, b_dt, out_dt)}",
     )
-    a_shape, b_shape, o_shape = (
-        call.input_decls[0].shape,
-        call.input_decls[1].shape,
-        call.out_shape(),
-    )
-    _check_rank(call, a_shape, 3, "A")
-    _check_rank(call, b_shape, 3, "B")
-    _check_rank(call, o_shape, 3, "output")
+    a_shape, b_shape, o_shape = _rank3_operands(call)
     n, h, c = a_shape
     d, w, bc = b_shape
     call.error_if(d != n and d != 1, "D != N && D != 1")
@@ -580,11 +581,7 @@ def matmul_t(call: OpCall) -> list[np.ndarray]:
     if _is_float(out_dt):
         acc = _gemm(float_values(a, a_dt), float_values(b_t, b_dt))  # [N, H, W] by broadcast
         return [acc.astype(dtype_info(out_dt).working)]
-    a64, a_max = _shifted(a, zps[0])
-    b64, b_max = _shifted(b_t, zps[1])
-    dt, bound = _exact_dtype(c, a_max, b_max)
-    acc = _gemm(a64.astype(dt), b64.astype(dt))
-    return [_finish_int(acc, np.zeros(1, INT64), out_dt, bound)]
+    return [_int_matmul(a, b_t, zps[0], zps[1], c, out_dt)]
 
 
 # --------------------------------------------------------------------------------------------
