@@ -32,12 +32,18 @@ _MAX_STEPS = 100_002  # alpha + beta steps before alpha >= beta, with room for r
 
 
 @functools.cache
-def _walk() -> tuple[list[float], list[float]]:
+def _walk() -> tuple[list[float], list[float], np.ndarray]:
     """Every value ``alpha`` and ``beta`` take in torchao's loop, in order (``alpha += 1e-5`` and
-    ``beta -= 1e-5`` in float64, rounded after each step)."""
+    ``beta -= 1e-5`` in float64, rounded after each step), and the betas as an array."""
     alphas = np.add.accumulate(np.concatenate(([0.0], np.full(_MAX_STEPS, _STEP))))
     betas = np.subtract.accumulate(np.concatenate(([1.0], np.full(_MAX_STEPS, _STEP))))
-    return alphas.tolist(), betas.tolist()
+    return alphas.tolist(), betas.tolist(), betas
+
+
+def _first_below(descending: np.ndarray, value: float, start: int) -> int:
+    """The first index ``k >= start`` with ``descending[k] < value`` (``len`` if none), for a
+    non-increasing array."""
+    return start + int(np.searchsorted(-descending[start:], -value, side="right"))
 
 
 def quantile_bounds_search(observer: HistogramObserver) -> tuple[torch.Tensor, torch.Tensor]:
@@ -55,7 +61,10 @@ def quantile_bounds_search(observer: HistogramObserver) -> tuple[torch.Tensor, t
     csum_t = torch.cumsum(observer.histogram, dim=0)
     as_element = np.dtype(str(csum_t.dtype).removeprefix("torch.")).type  # float32: compare as torch does
     csum = csum_t.tolist()
-    alphas, betas = _walk()
+    alphas, betas, beta_array = _walk()
+    # thresholds of r's search at step j (beta_{j+1} * total, compared in the histogram's dtype);
+    # non-increasing in j, which lets a run of steps that change nothing be skipped at once
+    beta_thresholds = (beta_array[1:] * total).astype(as_element)
 
     i = j = 0  # steps taken by alpha and by beta
     start_bin, end_bin = 0, bins - 1
@@ -75,6 +84,14 @@ def quantile_bounds_search(observer: HistogramObserver) -> tuple[torch.Tensor, t
             next_end_bin = right
             j += 1
         if next_start_bin == start_bin and next_end_bin == end_bin:
+            # Only beta moved, and r stayed at end_bin: l cannot change until alpha moves, and
+            # alpha moves only once r leaves end_bin (its threshold drops below csum[end_bin])
+            # or the loop ends (beta <= alpha). Jump to that step; the steps between change nothing.
+            loop_end = _first_below(beta_array, np.nextafter(alphas[i], np.inf), j)
+            if start_bin == end_bin:
+                j = loop_end
+            else:
+                j = min(_first_below(beta_thresholds, csum[end_bin], j), loop_end)
             continue
         norm = observer._compute_quantization_error(next_start_bin, next_end_bin)
         if norm > norm_min:
