@@ -62,9 +62,10 @@ def run_pipeline(gm: fx.GraphModule, ctx: PassContext, passes: list[GraphPass] |
         if stale and not p.restructures and ctx.example_inputs:
             propagate_values(gm, ctx.example_inputs)  # value metadata for new nodes
             stale = False
-        p(gm, ctx)
+        p(gm, ctx, recompile=False)
         if log is not None:
             log.append(p.name)
         if p.restructures and ctx.profile != "INT":
             stale = True
+    gm.recompile()
     return gm

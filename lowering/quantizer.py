@@ -218,7 +218,8 @@ class TosaQuantizer(Quantizer):
                          if n.op in ("placeholder", "call_function")):
             propagate_values(model, example)
         for p in annotation_passes():
-            p(model, ctx)
+            p(model, ctx, recompile=False)
+        model.recompile()
         if known:
             propagate_values(model, example)
         return model
