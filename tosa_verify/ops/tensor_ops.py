@@ -20,6 +20,7 @@ import itertools
 import numpy as np
 
 from ..dtypes import dtype_info, float_values
+from ._conv_small import small_conv2d
 from ._layout_support import shape_input
 from ._levels import MAX_KERNEL, MAX_STRIDE
 from ._mx import MX_ELEMENT_TYPES, SCALE_TYPE, block_size, expand_scales, scale_shape
@@ -319,7 +320,8 @@ def prepare_conv(call: OpCall):
         weights["izp"] = _zero_point(call, 3, p["in_dt"], "input_zp")
         weights["shifted"], _ = _shifted(call.inputs[1], _zero_point(call, 4, p["w_dt"], "weight_zp"))
         weights["l1"] = _l1_max(weights["shifted"], 0)  # weight [OC, *K, IC]
-    return _quiet(lambda run: [_conv_run(run, p, weights)])
+    small = small_conv2d(p, weights, tuple(call.input_decls[0].shape)) if call.op == "CONV2D" else None
+    return small or _quiet(lambda run: [_conv_run(run, p, weights)])
 
 
 @register(
