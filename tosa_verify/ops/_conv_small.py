@@ -57,7 +57,7 @@ def small_conv2d(p: dict, weights: dict, in_shape: tuple[int, ...]) -> Callable 
         w = np.moveaxis(weights["shifted"], 0, -1)  # [OC, KH, KW, IC] -> [KH, KW, IC, OC]
     matrix = np.ascontiguousarray(w.reshape(kh * kw * ic, oc).astype(dt))
     bias = p["bias"].astype(dt)
-    index = _windows(p, ih, iw)
+    index = windows(p["kernel"], p["stride"], p["dilation"], p["pad"], (ih, iw), (oh, ow))
     working = dtype_info(p["out_dt"]).working
     hw, rows, out_shape = ih * iw, n * oh * ow, (n, oh, ow, oc)
 
@@ -72,11 +72,16 @@ def small_conv2d(p: dict, weights: dict, in_shape: tuple[int, ...]) -> Callable 
     return small_conv
 
 
-def _windows(p: dict, ih: int, iw: int) -> np.ndarray:
-    """[OH*OW, KH*KW] flat input positions (``ih * iw`` for a padded position) of every window."""
-    (kh, kw), (oh, ow) = p["kernel"], p["out_spatial"]
-    top, _, left, _ = p["pad"]
-    (sy, sx), (dy, dx) = p["stride"], p["dilation"]
+def windows(kernel, stride, dilation, pad, in_hw: tuple[int, int], out_hw: tuple[int, int]) -> np.ndarray:
+    """[OH*OW, KH*KW] flat input positions (``ih * iw`` for a padded position) of every window
+    of a 2-D convolution or pooling (``pad``: top, bottom, left, right).
+
+    >>> windows((2, 2), (2, 2), (1, 1), (0, 0, 0, 0), (2, 2), (1, 1)).tolist()
+    [[0, 1, 2, 3]]
+    """
+    (kh, kw), (oh, ow), (ih, iw) = kernel, out_hw, in_hw
+    top, _, left, _ = pad
+    (sy, sx), (dy, dx) = stride, dilation
     iy = (np.arange(oh) * sy - top)[:, None, None, None] + (np.arange(kh) * dy)[None, None, :, None]
     ix = (np.arange(ow) * sx - left)[None, :, None, None] + (np.arange(kw) * dx)[None, None, None, :]
     inside = (iy >= 0) & (iy < ih) & (ix >= 0) & (ix < iw)
