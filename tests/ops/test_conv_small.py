@@ -81,3 +81,35 @@ def test_large_or_non_finite_convolutions_keep_the_general_kernel() -> None:
     data = _conv_graph((1, 4, 4, 3), w, np.zeros(2, np.float32), "FP32", "FP32", (1, 1, 1, 1), (1, 1), (1, 1),
                        0, 0)
     assert plan_for(tosa_verify.load(data).main).steps[-1].fn.__name__ != "small_conv"
+
+
+@pytest.mark.parametrize(("in_t", "m", "pad", "stride", "dilation", "izp"), [
+    ("INT8", 1, (1, 1, 1, 1), (1, 1), (1, 1), -128),
+    ("INT8", 2, (1, 1, 2, 0), (2, 1), (1, 2), 100),
+    ("INT16", 1, (1, 0, 0, 1), (1, 1), (1, 1), 0),
+])
+def test_small_depthwise_conv2d_matches_the_reference_model(in_t, m, pad, stride, dilation, izp) -> None:
+    rng = np.random.default_rng(m * 13 + abs(izp))
+    c, kh, kw, (ih, iw) = 3, 3, 2, (7, 6)
+    w = rng.integers(-128, 128, (kh, kw, c, m)).astype(np.int8)
+    info = np.iinfo(_NP[in_t])
+    x = rng.integers(info.min, int(info.max) + 1, (2, ih, iw, c)).astype(_NP[in_t])
+    x[0, 0, 0] = info.min
+    out_t = "INT32" if in_t == "INT8" else "INT48"
+    bias = rng.integers(-(1 << 20), 1 << 20, c * m).astype(np.int32 if in_t == "INT8" else np.int64)
+    oh = (ih - 1 + pad[0] + pad[1] - (kh - 1) * dilation[0]) // stride[0] + 1
+    ow = (iw - 1 + pad[2] + pad[3] - (kw - 1) * dilation[1]) // stride[1] + 1
+    acc = "INT32" if in_t == "INT8" else "INT48"
+    tensors = {"x": Tensor("x", x.shape, in_t), "w": Tensor("w", w.shape, "INT8", w),
+               "b": Tensor("b", bias.shape, acc, bias),
+               "izp": Tensor("izp", (1,), in_t, np.array([izp], _NP[in_t])),
+               "wzp": Tensor("wzp", (1,), "INT8", np.array([5 if in_t == "INT8" else 0], np.int8)),
+               "y": Tensor("y", (2, oh, ow, c * m), out_t)}
+    attrs = {"pad": list(pad), "stride": list(stride), "dilation": list(dilation), "local_bound": False,
+             "acc_type": acc}
+    ops = [*(Operator("CONST", {}, [], [n]) for n in ("w", "b", "izp", "wzp")),
+           Operator("DEPTHWISE_CONV2D", attrs, ["x", "w", "b", "izp", "wzp"], ["y"])]
+    data = to_flatbuffer(Graph((1, 0, 0, False), [Region("main", [Block("main", ops, tensors, ["x"], ["y"])])]))
+    graph = tosa_verify.load(data)
+    assert plan_for(graph.main).steps[-1].fn.__name__ == "small_depthwise"
+    np.testing.assert_array_equal(tosa_verify.run(graph, [x])[0], reference.run(data, [x])[0])

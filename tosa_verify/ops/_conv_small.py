@@ -33,7 +33,7 @@ from ._tensor_common import F64, INT64, _exact_dtype, _one_pass_finish
 from .registry import OpCall
 
 #: Largest im2col patch matrix (elements) served here; larger convolutions use the general kernel.
-SMALL_CONV = 1 << 16
+SMALL_CONV = 1 << 18
 
 
 def small_conv2d(p: dict, weights: dict, in_shape: tuple[int, ...]) -> Callable | None:
@@ -86,3 +86,37 @@ def windows(kernel, stride, dilation, pad, in_hw: tuple[int, int], out_hw: tuple
     ix = (np.arange(ow) * sx - left)[None, :, None, None] + (np.arange(kw) * dx)[None, None, None, :]
     inside = (iy >= 0) & (iy < ih) & (ix >= 0) & (ix < iw)
     return np.where(inside, iy * iw + ix, ih * iw).reshape(oh * ow, kh * kw)
+
+
+def small_depthwise2d(p: dict, shifted_w: np.ndarray, in_shape: tuple[int, ...]) -> Callable | None:
+    """The small-tensor kernel of a prepared integer DEPTHWISE_CONV2D (``shifted_w``: the weight
+    [KH, KW, C, M] minus its zero point, int64), or None where it does not apply: as
+    :func:`small_conv2d`, each window's products summed per channel instead of one GEMM."""
+    n, ih, iw, c = in_shape
+    kh, kw, _, m = shifted_w.shape
+    (oh, ow) = p["out_spatial"]
+    if n * oh * ow * kh * kw * c * m > SMALL_CONV or 0 in (n, ih, iw, c, m, oh, ow):
+        return None
+    lo, hi = int_range(p["in_dt"])
+    izp = p["izp"]
+    l1 = int(np.abs(shifted_w).sum(axis=(0, 1)).max())  # per output channel (c, m)
+    dt, bound = _exact_dtype(1, max(abs(lo - izp), abs(hi - izp)), l1)
+    if dt is INT64 or not _one_pass_finish(p["bias"], p["out_dt"], bound, dt):
+        return None
+    weight = shifted_w.reshape(kh * kw, c, m).astype(dt)
+    bias = p["bias"].astype(dt)
+    index = windows((kh, kw), p["stride"], p["dilation"], p["pad"], (ih, iw), (oh, ow))
+    working = dtype_info(p["out_dt"]).working
+    hw, out_shape = ih * iw, (n, oh, ow, c * m)
+
+    def small_depthwise(run: OpCall) -> list[np.ndarray]:
+        shifted = np.empty((n, hw + 1, c), dt)
+        shifted[:, hw] = 0  # the row every padded position reads
+        np.subtract(run.inputs[0].reshape(n, hw, c), izp, out=shifted[:, :hw], dtype=dt)
+        patches = shifted[:, index]  # [N, OH*OW, KH*KW, C]
+        products = patches[..., None] * weight if m > 1 else patches * weight[..., 0]
+        acc = products.sum(axis=2).reshape(out_shape)  # exact: every partial sum <= bound
+        acc += bias
+        return [acc.astype(working)]
+
+    return small_depthwise
