@@ -55,6 +55,8 @@ class _Columns:
             return _EMPTY
         start = at + int(self.u32(np.array([at]))[0])
         count = int(self.u32(np.array([start]))[0])
+        if start + 4 + 4 * count > len(self.buf):  # before allocating anything by a corrupt count
+            raise _Decline
         elems = start + 4 + 4 * np.arange(count, dtype=np.int64)
         return elems + self.u32(elems)
 
@@ -100,12 +102,16 @@ class _Columns:
             raise _Decline
         return [buf[a:b].decode("utf8") for a, b in zip(start.tolist(), end.tolist(), strict=True)]
 
-    def vectors(self, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(start of elements, count) of the vectors referenced from positions ``at`` (count 0
-        where absent)."""
+    def vectors(self, at: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+        """(start of elements, count) of the vectors of ``width``-byte elements referenced from
+        positions ``at`` (count 0 where absent); declines when one runs past the buffer's end
+        (before anything is allocated by a corrupt count)."""
         present = at != 0
         start = at + self.u32(at) * present + 4
-        return start, (self.u32(start - 4) * present).astype(np.int64)
+        count = (self.u32(start - 4) * present).astype(np.int64)
+        if count.size and int((start + count * width).max()) > len(self.buf):
+            raise _Decline
+        return start, count
 
     @staticmethod
     def ragged(start: np.ndarray, count: np.ndarray, width: int) -> np.ndarray:
@@ -155,12 +161,12 @@ def read_tensors(block: Table, f: Field, make: Callable) -> list | None:
         name_at, shape_at, type_at, data_at = cols.fields(pos, table_layout("TosaTensor"), _TENSOR_READ)
         names = cols.strings(name_at)
         codes = (cols.u32(type_at) * (type_at != 0)).tolist()
-        dims_start, rank = cols.vectors(shape_at)
+        dims_start, rank = cols.vectors(shape_at, 4)
         dims = cols.i32(cols.ragged(dims_start, rank, 4))
         if dims.size and int(dims.min()) < 0:
             raise _Decline
         shapes = [tuple(d) for d in _split(dims.tolist(), rank)]
-        data_start, data_len = cols.vectors(data_at)
+        data_start, data_len = cols.vectors(data_at, 1)
         buf = block.buf
         return [make(name, shape, code, np.frombuffer(buf, np.uint8, n, start) if n else None)
                 for name, shape, code, start, n in zip(names, shapes, codes, data_start.tolist(),
@@ -186,7 +192,7 @@ def read_operators(block: Table, f: Field, make: Callable) -> list | None:
         attrs = ((attr_at + cols.u32(attr_at)) * (attr_at != 0)).tolist()
         lists = []
         for at in (in_at, out_at):
-            start, count = cols.vectors(at)
+            start, count = cols.vectors(at, 4)
             lists.append(_split(cols.strings(cols.ragged(start, count, 4)), count))
         return [make(code, kind, Table(block.buf, at) if at and kind else None, ins, outs, loc)
                 for code, kind, at, ins, outs, loc in zip(codes, kinds, attrs, *lists, _locations(cols, loc_at),
