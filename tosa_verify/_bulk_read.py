@@ -179,8 +179,8 @@ _OP_READ = ("Op", "AttributeType", "Attribute", "Inputs", "Outputs", "Location")
 
 
 def read_operators(block: Table, f: Field, make: Callable) -> list | None:
-    """The operators of ``block`` (field ``f``), each ``make(code, kind, attribute Table or None,
-    inputs, outputs, location)``; None when the common case does not apply."""
+    """The operators of ``block`` (field ``f``), each ``make(code, kind, position of the attribute
+    table or 0, inputs, outputs, location)``; None when the common case does not apply."""
     try:
         cols = _Columns(block.buf)
         pos = cols.tables(block, f)
@@ -194,7 +194,7 @@ def read_operators(block: Table, f: Field, make: Callable) -> list | None:
         for at in (in_at, out_at):
             start, count = cols.vectors(at, 4)
             lists.append(_split(cols.strings(cols.ragged(start, count, 4)), count))
-        return [make(code, kind, Table(block.buf, at) if at and kind else None, ins, outs, loc)
+        return [make(code, kind, at, ins, outs, loc)
                 for code, kind, at, ins, outs, loc in zip(codes, kinds, attrs, *lists, _locations(cols, loc_at),
                                                           strict=True)]
     except Exception:  # noqa: BLE001  (the per-table reader reports it, with its message)

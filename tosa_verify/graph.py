@@ -233,8 +233,12 @@ def _read_tensors(block: Table, fb: dict[str, Field]) -> list[Tensor]:
 
 
 def _read_operators(block: Table, fb: dict[str, Field], op_names: dict[int, str]) -> list[Operator]:
-    def make(code, kind, attribute, inputs, outputs, location) -> Operator:
+    def make(code, kind, at, inputs, outputs, location) -> Operator:
         op_name = op_names[code]  # (a KeyError: read table by table, which names the operator)
+        class_name, fields = _attribute_reader(kind) if kind else ("", [])
+        if class_name and not fields and at:  # an attribute type without fields (CONST's)
+            return Operator(op_name, {}, inputs, outputs, location)
+        attribute = Table(block.buf, at) if at else None
         return Operator(op_name, _read_attributes(attribute, kind, op_name), inputs, outputs, location)
 
     operators = read_operators(block, fb["Operators"], make)
