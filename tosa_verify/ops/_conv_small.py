@@ -1,4 +1,5 @@
-"""Prepared CONV2D on small tensors: one gather of every window (im2col), one GEMM, one cast.
+"""Prepared CONV2D, DEPTHWISE_CONV2D (integer) and MATMUL (integer) on small tensors: one gather
+of every window (im2col), one GEMM (or per-channel sum), one cast.
 
 On the small layers of Ethos-U models (a few thousand products) the general kernel's fixed cost,
 two dozen numpy calls per run (data-dependent exactness bounds, padding, a GEMM per kernel tap,
@@ -120,3 +121,32 @@ def small_depthwise2d(p: dict, shifted_w: np.ndarray, in_shape: tuple[int, ...])
         return [acc.astype(working)]
 
     return small_depthwise
+
+
+#: Largest MATMUL (elements of A and B together) served by :func:`small_matmul`.
+SMALL_MATMUL = 1 << 16
+
+
+def small_matmul(in_dt: str, out_dt: str, shapes: tuple, a_zp: int, b_zp: int) -> Callable | None:
+    """The small-tensor kernel of a prepared integer MATMUL (``shapes``: A [N,H,C], B [N,C,W]),
+    or None: the compute dtype from the types' extremes (``C * max|A - A_zp| * max|B - B_zp|``
+    bounds every partial sum), so a run is two conversions, one batched GEMM and a cast."""
+    (n, h, c), (_, _, w) = shapes
+    if n * c * (h + w) > SMALL_MATMUL:
+        return None
+    lo, hi = int_range(in_dt)
+    dt, bound = _exact_dtype(c, max(abs(lo - a_zp), abs(hi - a_zp)), max(abs(lo - b_zp), abs(hi - b_zp)))
+    if dt is INT64 or bound > int_range(out_dt)[1]:
+        return None  # (the general kernel wraps or saturates, as the reference model does)
+    working = dtype_info(out_dt).working
+
+    def small_matmul(run: OpCall) -> list[np.ndarray]:
+        a = run.inputs[0].astype(dt)
+        b = run.inputs[1].astype(dt)
+        if a_zp:
+            a -= a_zp
+        if b_zp:
+            b -= b_zp
+        return [np.matmul(a, b).astype(working)]  # exact integers: every partial sum <= bound
+
+    return small_matmul

@@ -20,7 +20,7 @@ import itertools
 import numpy as np
 
 from ..dtypes import dtype_info, float_values
-from ._conv_small import small_conv2d, small_depthwise2d
+from ._conv_small import small_conv2d, small_depthwise2d, small_matmul
 from ._layout_support import shape_input
 from ._levels import MAX_KERNEL, MAX_STRIDE
 from ._mx import MX_ELEMENT_TYPES, SCALE_TYPE, block_size, expand_scales, scale_shape
@@ -489,7 +489,10 @@ def prepare_matmul(call: OpCall):
     if len(call.inputs) != 4 or call.inputs[2] is None or call.inputs[3] is None:
         return None
     params = _matmul_checks(call)
-    return _quiet(lambda run: [_matmul(run, *params)])
+    in_dt, out_dt, _, a_zp, b_zp = params
+    shapes = (tuple(call.input_decls[0].shape), tuple(call.input_decls[1].shape))
+    small = None if _is_float(in_dt) else small_matmul(in_dt, out_dt, shapes, a_zp, b_zp)
+    return small or _quiet(lambda run: [_matmul(run, *params)])
 
 
 def _rank3_operands(call: OpCall) -> tuple:
