@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ._bulk_read import read_operators, read_tensors
 from ._flatbuffer import Field, Table, table_layout
 from .dtypes import DTYPE_BY_CODE, decode_constant
 from .errors import (
@@ -214,23 +215,38 @@ def _read_tensor(t: Table, layout: tuple[Field, ...]) -> Tensor:
     return Tensor(name, shape, info.name, data, bool(variable), variable_name or "", bool(unranked))
 
 
-def _read_block(block: Table, op_names: dict[int, str]) -> Block:
-    fb, ft, fs, fo = (table_layout(n) for n in ("TosaBasicBlock", "TosaTensor", "TosaShape", "TosaOperator"))
-    tensors: dict[str, Tensor] = {}
-    tensor_layout = tuple(ft[k] for k in _TENSOR_FIELDS)
-    for t in block.tables(fb["Tensors"]):
-        tensor = _read_tensor(t, tensor_layout)
-        tensors[tensor.name] = tensor
-    shapes: dict[str, Tensor] = {}
-    for s in block.tables(fb["Shapes"]):
-        name = s.string(fs["Name"])
-        rank = int(s.scalar(fs["Rank"]))
-        raw = s.vector(fs["Data"])
-        data = decode_constant(raw, "SHAPE", (rank,)) if raw is not None and raw.size else None
-        shapes[name] = Tensor(name=name, shape=(rank,), dtype="SHAPE", data=data)
-    text = table_layout("OpLocation")["Text"]
-    operators = []
+def _make_tensor(name: str, shape: tuple[int, ...], code: int, raw: np.ndarray | None) -> Tensor:
+    """A tensor of the column-wise reader (:mod:`._bulk_read`): a KeyError or size error makes it
+    decline, and the per-table reader reports the error."""
+    dtype = DTYPE_BY_CODE[code].name
+    _checked_shape(name, shape)
+    return Tensor(name, shape, dtype, decode_constant(raw, dtype, shape) if raw is not None else None)
+
+
+def _read_tensors(block: Table, fb: dict[str, Field]) -> list[Tensor]:
+    tensors = read_tensors(block, fb["Tensors"], _make_tensor)
+    if tensors is None:
+        ft = table_layout("TosaTensor")
+        tensor_layout = tuple(ft[k] for k in _TENSOR_FIELDS)
+        tensors = [_read_tensor(t, tensor_layout) for t in block.tables(fb["Tensors"])]
+    return tensors
+
+
+def _read_operators(block: Table, fb: dict[str, Field], op_names: dict[int, str]) -> list[Operator]:
+    def make(code, kind, at, inputs, outputs, location) -> Operator:
+        op_name = op_names[code]  # (a KeyError: read table by table, which names the operator)
+        class_name, fields = _attribute_reader(kind) if kind else ("", [])
+        if class_name and not fields and at:  # an attribute type without fields (CONST's)
+            return Operator(op_name, {}, inputs, outputs, location)
+        attribute = Table(block.buf, at) if at else None
+        return Operator(op_name, _read_attributes(attribute, kind, op_name), inputs, outputs, location)
+
+    operators = read_operators(block, fb["Operators"], make)
+    if operators is not None:
+        return operators
+    fo, text = table_layout("TosaOperator"), table_layout("OpLocation")["Text"]
     op_layout = tuple(fo[k] for k in ("Op", "Attribute", "AttributeType", "Inputs", "Outputs", "Location"))
+    operators = []
     for j, op in enumerate(block.tables(fb["Operators"])):
         code, attribute, kind, inputs, outputs, location = op.fields(op_layout)
         op_name = op_names.get(code)
@@ -240,6 +256,20 @@ def _read_block(block: Table, op_names: dict[int, str]) -> Block:
             op_name, _read_attributes(attribute, kind, op_name), inputs or [], outputs or [],
             location.string(text) if location is not None else "",
         ))
+    return operators
+
+
+def _read_block(block: Table, op_names: dict[int, str]) -> Block:
+    fb, fs = table_layout("TosaBasicBlock"), table_layout("TosaShape")
+    tensors = {tensor.name: tensor for tensor in _read_tensors(block, fb)}
+    shapes: dict[str, Tensor] = {}
+    for s in block.tables(fb["Shapes"]):
+        name = s.string(fs["Name"])
+        rank = int(s.scalar(fs["Rank"]))
+        raw = s.vector(fs["Data"])
+        data = decode_constant(raw, "SHAPE", (rank,)) if raw is not None and raw.size else None
+        shapes[name] = Tensor(name=name, shape=(rank,), dtype="SHAPE", data=data)
+    operators = _read_operators(block, fb, op_names)
     return Block(
         name=block.string(fb["Name"]),
         operators=operators,

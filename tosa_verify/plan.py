@@ -204,7 +204,7 @@ def build_plan(block: Block) -> BlockPlan:
         for name in operator.outputs:
             constants.pop(name, None)
     running = [s for s in steps if not s.folded]
-    _set_frees(block, running)
+    _set_frees(block, running, constants)
     return BlockPlan(block, constants, variables, running, steps)
 
 
@@ -302,9 +302,10 @@ def _fold(step: Step, constants: dict[str, np.ndarray]) -> list[np.ndarray] | No
     return out
 
 
-def _set_frees(block: Block, steps: list[Step]) -> None:
-    """Give each step the tensors whose last use it is (block outputs are never freed)."""
-    keep = set(block.outputs)
+def _set_frees(block: Block, steps: list[Step], constants: dict[str, np.ndarray]) -> None:
+    """Give each step the tensors whose last use it is (block outputs are never freed, nor
+    constants: the plan holds them for every run anyway, so dropping them frees nothing)."""
+    keep = set(block.outputs) | constants.keys()
     last: dict[str, int] = {}
     for i, step in enumerate(steps):
         for name in step.inputs:

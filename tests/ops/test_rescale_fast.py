@@ -14,7 +14,13 @@ import tosa_reference_model as reference_model
 import tosa_serializer as ts
 
 import tosa_verify
-from tosa_verify.ops import _rescale_fast
+from tosa_verify.ops import _rescale_fast, type_conversion
+
+
+@pytest.fixture(autouse=True)
+def _float64_kernel_at_every_size(monkeypatch):
+    """These tests are about the float64 kernel: it serves small tensors too here."""
+    monkeypatch.setattr(type_conversion, "SMALL_RESCALE", 0)
 
 _DTYPES = {"INT8": (ts.DType.INT8, np.int8), "INT16": (ts.DType.INT16, np.int16),
            "INT32": (ts.DType.INT32, np.int32)}

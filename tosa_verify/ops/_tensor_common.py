@@ -65,11 +65,18 @@ def _gemm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     ten times slower. Big products keep BLAS's default threading.
     """
     macs = a.size * b.shape[-1]  # multiply-adds of a @ b
-    controller = _blas_controller() if a.dtype.kind == "f" and macs >= TINY_GEMM else None
-    if controller is None or macs >= SMALL_GEMM:
+    if a.dtype.kind != "f" or macs >= SMALL_GEMM:
         return np.matmul(a, b)
-    with controller.limit(limits=1, user_api="blas"):
+    with _one_blas_thread(macs):
         return np.matmul(a, b)
+
+
+def _one_blas_thread(macs: int):
+    """A context running BLAS on one thread, for a product of ``macs`` multiply-adds below
+    :data:`SMALL_GEMM`; nothing to do (and no threadpoolctl call, which costs more than a small
+    product) below :data:`TINY_GEMM`."""
+    controller = _blas_controller() if macs >= TINY_GEMM else None
+    return contextlib.nullcontext() if controller is None else controller.limit(limits=1, user_api="blas")
 
 
 def _is_float(dtype: str) -> bool:
@@ -182,8 +189,7 @@ def _gemm_int(a: np.ndarray, b: np.ndarray, bias: np.ndarray, out_dtype: str, bo
     step = max(1, _CHUNK_BYTES // max(1, oc * a.itemsize))
     buf = np.empty((min(step, rows), oc), a.dtype)
     bias = bias.astype(a.dtype)
-    controller = _blas_controller()
-    with controller.limit(limits=1, user_api="blas") if controller is not None else contextlib.nullcontext():
+    with _one_blas_thread(a.size * oc):
         for start in range(0, rows, step):  # small GEMMs: one BLAS thread (see _gemm)
             part = buf[: min(rows, start + step) - start]
             np.matmul(a[start : start + part.shape[0]], b, out=part)

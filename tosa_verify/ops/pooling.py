@@ -16,6 +16,7 @@ from ..numerics import apply_scale_32, int_range, reciprocal_scale, wrap
 from ._int64 import int64_if_11
 from ._layout_support import shape_input
 from ._levels import MAX_KERNEL, MAX_RANK, MAX_STRIDE
+from ._pool_small import small_avg_pool, small_max_pool
 from ._tensor_common import (
     F64,
     INT64,
@@ -129,7 +130,8 @@ def prepare_avg_pool2d(call: OpCall):
     if len(call.inputs) != 3 or call.inputs[1] is None or call.inputs[2] is None:
         return None
     p = _avg_pool_setup(call)
-    return _quiet(lambda run: [_avg_pool(run, p)])
+    small = None if _is_float(p["dt"]) else small_avg_pool(p, tuple(call.input_decls[0].shape))
+    return small or _quiet(lambda run: [_avg_pool(run, p)])
 
 
 def _avg_pool_setup(call: OpCall) -> dict:
@@ -221,12 +223,27 @@ def max_pool2d_adaptive(call: OpCall) -> list[np.ndarray]:
     return _max_pool(call, _pool_shape_inputs(call, 1))
 
 
-@_quiet
-def _max_pool(call: OpCall, window: tuple[list[int], list[int], list[int]]) -> list[np.ndarray]:
+@register_prepare("MAX_POOL2D")
+def prepare_max_pool2d(call: OpCall):
+    """Integer MAX_POOL2D on a small tensor: checks once, one gather per run (see ``_pool_small``)."""
+    call.check_arity(1, 1)
+    dt, kernel, stride, pad = _max_pool_checks(call, _pool_attrs(call))
+    if _is_float(dt):
+        return None
+    return small_max_pool(kernel, stride, pad, tuple(call.input_decls[0].shape), call.out_shape()[1:3], dt)
+
+
+def _max_pool_checks(call: OpCall, window: tuple[list[int], list[int], list[int]]):
+    """The ERROR_IFs of MAX_POOL2D: (in_out_t, kernel, stride, pad)."""
     dt = call.in_dtype(0)
     call.error_if(call.out_dtype() != dt, "output element type != in_out_t")
     call.error_if(dt not in MAX_TYPES, f"unsupported in_out_t {dt}")
-    kernel, stride, pad = _check_pool(call, *window)
+    return (dt, *_check_pool(call, *window))
+
+
+@_quiet
+def _max_pool(call: OpCall, window: tuple[list[int], list[int], list[int]]) -> list[np.ndarray]:
+    dt, kernel, stride, pad = _max_pool_checks(call, window)
     n, oh, ow, c = call.out_shape()
     x = call.inputs[0]
     if not _is_float(dt):

@@ -20,6 +20,7 @@ import itertools
 import numpy as np
 
 from ..dtypes import dtype_info, float_values
+from ._conv_small import small_conv2d, small_depthwise2d, small_matmul
 from ._layout_support import shape_input
 from ._levels import MAX_KERNEL, MAX_STRIDE
 from ._mx import MX_ELEMENT_TYPES, SCALE_TYPE, block_size, expand_scales, scale_shape
@@ -319,7 +320,8 @@ def prepare_conv(call: OpCall):
         weights["izp"] = _zero_point(call, 3, p["in_dt"], "input_zp")
         weights["shifted"], _ = _shifted(call.inputs[1], _zero_point(call, 4, p["w_dt"], "weight_zp"))
         weights["l1"] = _l1_max(weights["shifted"], 0)  # weight [OC, *K, IC]
-    return _quiet(lambda run: [_conv_run(run, p, weights)])
+    small = small_conv2d(p, weights, tuple(call.input_decls[0].shape)) if call.op == "CONV2D" else None
+    return small or _quiet(lambda run: [_conv_run(run, p, weights)])
 
 
 @register(
@@ -329,26 +331,10 @@ def prepare_conv(call: OpCall):
 @_quiet
 def depthwise_conv2d(call: OpCall) -> list[np.ndarray]:
     """DEPTHWISE_CONV2D: input [N,IH,IW,C], weight [KH,KW,C,M], bias [BC] -> [N,OH,OW,C*M]."""
-    in_dt, w_dt, out_dt, _ = _check_conv_common(call, 2, 4)
-    pad = _ints(call, "pad", 4)
-    stride = _ints(call, "stride", 2)
-    dilation = _ints(call, "dilation", 2)
+    in_dt, w_dt, out_dt, pad, stride, dilation, bias = _depthwise_setup(call)
     n, ih, iw, c = call.input_decls[0].shape
     kh, kw, wc, m = call.input_decls[1].shape
     on, oh, ow, oc = call.out_shape()
-    call.error_if(
-        any(p < 0 for p in pad), "pad_top < 0 || pad_bottom < 0 || pad_left < 0 || pad_right < 0"
-    )
-    call.error_if(stride[0] < 1 or stride[1] < 1, "stride_y < 1 || stride_x < 1")
-    call.error_if(dilation[0] < 1 or dilation[1] < 1, "dilation_y < 1 || dilation_x < 1")
-    call.error_if(on != n, "output batch != input batch")
-    call.error_if(wc != c, "weight C != input C")
-    call.error_if(oc != c * m, "output channels != C * M")
-    _level(call, [dilation[0] * kh, dilation[1] * kw, *pad], MAX_KERNEL, "dilation * kernel or pad")
-    _level(call, stride, MAX_STRIDE, "stride")
-    _out_size(call, oh, ih - 1 + pad[0] + pad[1] - (kh - 1) * dilation[0], stride[0], "H")
-    _out_size(call, ow, iw - 1 + pad[2] + pad[3] - (kw - 1) * dilation[1], stride[1], "W")
-    bias = _check_bias(call, c * m)
 
     if not _is_float(in_dt):
         x_zp, w_zp = (
@@ -381,6 +367,45 @@ def depthwise_conv2d(call: OpCall) -> list[np.ndarray]:
     if _is_float(out_dt):
         return [_finish_float(acc, bias, out_dt)]
     return [_finish_int(acc, bias, out_dt, bound)]
+
+
+@register_prepare("DEPTHWISE_CONV2D")
+def prepare_depthwise_conv2d(call: OpCall):
+    """Integer DEPTHWISE_CONV2D with constant weight, bias and zero points on a small tensor:
+    checks once, one gather per run (see ``_conv_small``)."""
+    if len(call.inputs) != 5 or any(v is None for v in call.inputs[1:]):
+        return None
+    in_dt, w_dt, out_dt, pad, stride, dilation, bias = _depthwise_setup(call)
+    if _is_float(in_dt):
+        return None
+    shifted, _ = _shifted(call.inputs[1], _zero_point(call, 4, w_dt, "weight_zp"))
+    p = {"in_dt": in_dt, "out_dt": out_dt, "pad": pad, "stride": stride, "dilation": dilation, "bias": bias,
+         "out_spatial": tuple(call.out_shape()[1:3]), "izp": _zero_point(call, 3, in_dt, "input_zp")}
+    return small_depthwise2d(p, shifted, tuple(call.input_decls[0].shape))
+
+
+def _depthwise_setup(call: OpCall):
+    """Every ERROR_IF of DEPTHWISE_CONV2D: (in_t, weight_t, out_t, pad, stride, dilation, bias)."""
+    in_dt, w_dt, out_dt, _ = _check_conv_common(call, 2, 4)
+    pad = _ints(call, "pad", 4)
+    stride = _ints(call, "stride", 2)
+    dilation = _ints(call, "dilation", 2)
+    n, ih, iw, c = call.input_decls[0].shape
+    kh, kw, wc, m = call.input_decls[1].shape
+    on, oh, ow, oc = call.out_shape()
+    call.error_if(
+        any(p < 0 for p in pad), "pad_top < 0 || pad_bottom < 0 || pad_left < 0 || pad_right < 0"
+    )
+    call.error_if(stride[0] < 1 or stride[1] < 1, "stride_y < 1 || stride_x < 1")
+    call.error_if(dilation[0] < 1 or dilation[1] < 1, "dilation_y < 1 || dilation_x < 1")
+    call.error_if(on != n, "output batch != input batch")
+    call.error_if(wc != c, "weight C != input C")
+    call.error_if(oc != c * m, "output channels != C * M")
+    _level(call, [dilation[0] * kh, dilation[1] * kw, *pad], MAX_KERNEL, "dilation * kernel or pad")
+    _level(call, stride, MAX_STRIDE, "stride")
+    _out_size(call, oh, ih - 1 + pad[0] + pad[1] - (kh - 1) * dilation[0], stride[0], "H")
+    _out_size(call, ow, iw - 1 + pad[2] + pad[3] - (kw - 1) * dilation[1], stride[1], "W")
+    return in_dt, w_dt, out_dt, pad, stride, dilation, _check_bias(call, c * m)
 
 
 @register(
@@ -464,7 +489,10 @@ def prepare_matmul(call: OpCall):
     if len(call.inputs) != 4 or call.inputs[2] is None or call.inputs[3] is None:
         return None
     params = _matmul_checks(call)
-    return _quiet(lambda run: [_matmul(run, *params)])
+    in_dt, out_dt, _, a_zp, b_zp = params
+    shapes = (tuple(call.input_decls[0].shape), tuple(call.input_decls[1].shape))
+    small = None if _is_float(in_dt) else small_matmul(in_dt, out_dt, shapes, a_zp, b_zp)
+    return small or _quiet(lambda run: [_matmul(run, *params)])
 
 
 def _rank3_operands(call: OpCall) -> tuple:

@@ -7,6 +7,8 @@ once, to nearest even, straight from float64 (which holds every TOSA input value
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..dtypes import dtype_info, float_values
@@ -124,16 +126,22 @@ def prepare_rescale(call: OpCall):
     if len(call.inputs) != 5 or any(v is None for v in call.inputs[1:]):
         return None
     params = _rescale_setup(call)
+    # The float64 kernel pays off on large tensors only: on small ones numpy's fixed cost per
+    # call dominates, and the int64 kernel makes fewer calls (and the prepare no float bounds).
+    large = math.prod(call.input_decls[0].shape) > SMALL_RESCALE
+    finish = fast_rescale if large else _unchanged
     fast = _proven_in_range(params)
     if fast is not None:
+        if not large and params[0] == "INT8" and np.ndim(params[8]) == 0:
+            return _lookup_kernel(fast)
 
         def kernel(run: OpCall) -> list[np.ndarray]:  # no input can fail a REQUIRE
             return [_fast_rescale(run.inputs[0], fast)]
 
-        return fast_rescale(params, kernel)  # float64 where a bound proves it exact
+        return finish(params, kernel)  # float64 where a bound proves it exact
     window = _safe_inputs(params)
     if window is None:
-        return fast_rescale(params, lambda run: [_rescale(run, run.inputs[0], params)])
+        return finish(params, lambda run: [_rescale(run, run.inputs[0], params)])
     lo_x, hi_x, fast = window
 
     def checked_kernel(run: OpCall) -> list[np.ndarray]:
@@ -144,7 +152,31 @@ def prepare_rescale(call: OpCall):
             return [_fast_rescale(x, fast)]
         return [_rescale(run, x, params)]
 
-    return fast_rescale(params, checked_kernel)
+    return finish(params, checked_kernel)
+
+
+#: Largest input (elements) whose prepared RESCALE uses the int64 kernel (or, INT8 per tensor, a
+#: lookup table) rather than the float64 blocks of ``_rescale_fast``.
+SMALL_RESCALE = 8192
+
+
+def _unchanged(params: tuple, kernel):
+    """The kernel as it is (in place of :func:`fast_rescale` for small tensors)."""
+    return kernel
+
+
+_BIT_PATTERNS = np.arange(256, dtype=np.uint8).view(np.int8)
+
+
+def _lookup_kernel(fast: tuple):
+    """A per-tensor RESCALE of INT8 input whose REQUIREs hold for every input: the outputs of all
+    256 input values, computed once by :func:`_fast_rescale`, indexed by the input's bit pattern."""
+    table = _fast_rescale(_BIT_PATTERNS, fast)  # entry i: the input whose bit pattern is i
+
+    def lookup_kernel(run: OpCall) -> list[np.ndarray]:
+        return [table.take(run.inputs[0].view(np.uint8))]
+
+    return lookup_kernel
 
 
 def _fast_rescale(x: np.ndarray, fast: tuple) -> np.ndarray:
@@ -173,7 +205,7 @@ def _safe_inputs(params: tuple):
     """
     (in_t, out_t, scale32, rounding_mode, input_unsigned, output_unsigned, input_zp, output_zp,
      m, s, bounds) = params
-    ms, ss = np.atleast_1d(m).tolist(), np.atleast_1d(s).tolist()
+    ms, ss = _channels(m), _channels(s)
     if input_unsigned or output_unsigned or (rounding_mode == "DOUBLE_ROUND" and max(ss) > 31):
         return None
     lo32, hi32 = _INT32_RANGE
@@ -199,6 +231,11 @@ def _safe_inputs(params: tuple):
     return None if fast is None else (lo_v + input_zp, hi_v + input_zp, fast)
 
 
+def _channels(value) -> list[int]:
+    """A multiplier or shift (an int64 scalar or per-channel array) as a list of ints."""
+    return [int(value)] if not np.ndim(value) else value.tolist()
+
+
 def _proven_in_range(params: tuple, data: tuple[int, int] | None = None):
     """Parameters of a RESCALE whose data REQUIREs hold for *every* input value (or every value
     in ``data``, an inclusive range of the input), else None.
@@ -211,7 +248,7 @@ def _proven_in_range(params: tuple, data: tuple[int, int] | None = None):
     """
     (in_t, out_t, scale32, rounding_mode, input_unsigned, output_unsigned, input_zp, output_zp,
      m, s, bounds) = params
-    ms, ss = np.atleast_1d(m).tolist(), np.atleast_1d(s).tolist()
+    ms, ss = _channels(m), _channels(s)
     if output_unsigned or (rounding_mode == "DOUBLE_ROUND" and max(ss) > 31):
         return None
     lo_in, hi_in = int_range(in_t, unsigned=input_unsigned) if data is None else data
@@ -223,11 +260,14 @@ def _proven_in_range(params: tuple, data: tuple[int, int] | None = None):
     if scale32 and not (-(1 << (min(ss) - 1)) <= vmin and vmax < (1 << (min(ss) - 1))):
         return None
     # per channel, exact in int64 after the bound above (vectorised: per-channel RESCALEs have
-    # one channel per output channel)
-    mc, sc = np.asarray(ms, np.int64), np.asarray(ss, np.int64)
+    # one channel per output channel; one channel in Python integers, cheaper than numpy's calls)
     for v in (vmin, vmax):
-        r = (np.int64(v) * mc + (np.int64(1) << (sc - 1))) >> sc
-        low, high = int(r.min()), int(r.max())
+        if len(ms) == 1:
+            low = high = (v * ms[0] + (1 << (ss[0] - 1))) >> ss[0]
+        else:
+            mc, sc = np.asarray(ms, np.int64), np.asarray(ss, np.int64)
+            r = (np.int64(v) * mc + (np.int64(1) << (sc - 1))) >> sc
+            low, high = int(r.min()), int(r.max())
         if not (lo32 <= low and high <= hi32 and lo32 <= low + output_zp and high + output_zp <= hi32):
             return None
     # (v * m + round) >> s, then + output_zp: folded into the rounding term, exact because the

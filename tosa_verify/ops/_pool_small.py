@@ -1,0 +1,85 @@
+"""Prepared integer AVG_POOL2D and MAX_POOL2D on small tensors: one gather of every window.
+
+As for :mod:`._conv_small`: on small tensors the general kernels' loop over kernel taps (a
+numpy call or three per tap) costs far more than the arithmetic. Here the windows are a
+precomputed index into the input, with one extra row that every padded position reads: 0 for
+the average's zero-point-shifted sum (a padded position is not counted, and the window counts
+come from the general set-up), the type's minimum for the maximum (which every in-range value
+reaches, and a window always holds one since pad < kernel). Integers only: the sum and the
+maximum are exact whatever the order, while float maxima have the spec's tie and NaN rules.
+
+>>> kernel = small_max_pool(kernel, stride, pad, (1, 16, 16, 8), (8, 8), "INT8")   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ..dtypes import dtype_info
+from ..numerics import int_range, wrap
+from ._conv_small import windows
+from .registry import OpCall
+
+#: Largest gathered window matrix (elements) served here; larger pools use the general kernel.
+SMALL_POOL = 1 << 16
+
+_INT64 = np.int64
+
+
+def _small(kernel, in_shape, out_hw) -> bool:
+    n, _, _, c = in_shape
+    return 0 < n * out_hw[0] * out_hw[1] * kernel[0] * kernel[1] * c <= SMALL_POOL
+
+
+def small_max_pool(kernel, stride, pad, in_shape, out_hw, dt: str) -> Callable | None:
+    """The small-tensor MAX_POOL2D kernel (integer ``dt``, checks done), or None."""
+    if not _small(kernel, in_shape, out_hw):
+        return None
+    n, ih, iw, c = in_shape
+    index = windows(kernel, stride, (1, 1), pad, (ih, iw), out_hw)
+    floor, working, hw = int_range(dt)[0], dtype_info(dt).working, ih * iw
+    out_shape = (n, *out_hw, c)
+
+    def small_max_pool(run: OpCall) -> list[np.ndarray]:
+        values = np.empty((n, hw + 1, c), working)
+        values[:, hw] = floor  # what a padded position reads
+        values[:, :hw] = run.inputs[0].reshape(n, hw, c)
+        return [values[:, index].max(axis=2).reshape(out_shape)]
+
+    return small_max_pool
+
+
+def small_avg_pool(p: dict, in_shape) -> Callable | None:
+    """The small-tensor kernel of an integer AVG_POOL2D (``p`` from ``pooling._avg_pool_params``,
+    every check done), or None."""
+    kernel, out_shape = p["kernel"], p["shape"]
+    if not _small(kernel, in_shape, out_shape[1:3]):
+        return None
+    n, ih, iw, c = in_shape
+    index = windows(kernel, p["stride"], (1, 1), p["pad"], (ih, iw), out_shape[1:3])
+    hw, in_zp, out_zp = ih * iw, p["in_zp"], p["out_zp"]
+    multiplier, shift = p["multiplier"], p["shift"]
+    rounding = np.left_shift(_INT64(1), shift - 1)
+    lo, hi = int_range(p["dt"])
+    working = dtype_info(p["dt"]).working
+    # |x - zp| <= 2**16: only a window of 2**15 or more positions can leave int32 (which the
+    # reference model wraps, as the general kernel does)
+    may_wrap = kernel[0] * kernel[1] << 16 >= 1 << 31
+
+    def small_avg_pool(run: OpCall) -> list[np.ndarray]:
+        shifted = np.empty((n, hw + 1, c), _INT64)
+        shifted[:, hw] = 0  # a padded position adds nothing (and is not counted)
+        np.subtract(run.inputs[0].reshape(n, hw, c), in_zp, out=shifted[:, :hw], dtype=_INT64)
+        acc = shifted[:, index].sum(axis=2).reshape(out_shape)
+        if may_wrap:
+            acc = wrap(acc, "INT32")
+        acc *= multiplier  # apply_scale_32 (single rounding): exact in int64, |acc| < 2**31
+        acc += rounding
+        acc >>= shift
+        acc += out_zp
+        np.clip(acc, lo, hi, out=acc)
+        return [acc.astype(working)]
+
+    return small_avg_pool
