@@ -59,7 +59,8 @@ def _graph(width: float, profile: str) -> tuple[bytes, np.ndarray]:
     from tosa_verify.diff import random_inputs
 
     data = shipped_tosa(f"mobilenet_v2-{profile}-full")
-    return data, random_inputs(tosa_verify.load(data), 0)[0]
+    graph = tosa_verify.load(data)
+    return data, random_inputs(graph, 0)[graph.main.inputs[0]]
 
 
 def bench_profile(profile: str, width: float, repeats: int) -> str:
