@@ -247,7 +247,11 @@ def executorch_lowering(name: str) -> bytes:
         True
     """
     import torch
-    from _peer import executorch_tosa  # benchmarks/_peer.py, on sys.path through pyproject
+
+    bench = str(Path(__file__).resolve().parents[2] / "benchmarks")
+    if bench not in sys.path:  # pytest puts it there (pyproject); ``python -m`` does not
+        sys.path.append(bench)
+    from _peer import executorch_tosa
 
     torch.set_num_threads(1)
     profile, full = GRAPHS[name]
