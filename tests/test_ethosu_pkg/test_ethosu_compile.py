@@ -235,28 +235,63 @@ def test_isolated_refusal_names_vela_reason():
     assert "could not run on NPU" in str(inside.value) and "could not run on NPU" in str(child.value)
 
 
-def test_a_vela_crash_is_an_error_not_the_end_of_the_caller(conv_tosa, monkeypatch):
-    """A segfault in Vela's native core must only end the child process."""
+#: The two ways an isolated compile starts Vela: forked from the pre-imported zygote (the
+#: default), or a fresh interpreter (TOSA_VERIFY_VELA_ZYGOTE=0, or when the zygote cannot run).
+STARTS = ["zygote", "fresh-interpreter"]
+
+
+def _vela_replaced_by(monkeypatch, start: str, code: str) -> None:
+    """Make the isolated child run ``code`` instead of Vela, on the ``start`` path."""
     import sys
 
     import ethosu.compiler as compiler
+
+    if start == "zygote":
+        monkeypatch.setattr(compiler, "_VELA_CHILD_CODE", code)
+    else:
+        monkeypatch.setenv("TOSA_VERIFY_VELA_ZYGOTE", "0")
+        monkeypatch.setattr(compiler, "_VELA_COMMAND", (sys.executable, "-c", code))
+
+
+@pytest.mark.parametrize("start", STARTS)
+def test_a_vela_crash_is_an_error_not_the_end_of_the_caller(conv_tosa, monkeypatch, start):
+    """A segfault in Vela's native core must only end the child process."""
     from ethosu.errors import VelaCompileError
 
-    crash = "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"
-    monkeypatch.setattr(compiler, "_VELA_COMMAND", (sys.executable, "-c", crash))
+    _vela_replaced_by(monkeypatch, start, "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
     with pytest.raises(VelaCompileError, match="SIGSEGV"):
         compile_tosa(conv_tosa, "ethos-u55-128")  # isolated by default
+    monkeypatch.undo()  # the next compile, on the same zygote, is a normal one again
+    assert compile_tosa(conv_tosa, "ethos-u55-128").cycles > 0
 
 
-def test_a_hanging_vela_is_killed_after_the_timeout(conv_tosa, monkeypatch):
-    import sys
+@pytest.mark.parametrize("start", STARTS)
+def test_a_hanging_vela_is_killed_after_the_timeout(conv_tosa, monkeypatch, start):
     import time
 
-    import ethosu.compiler as compiler
     from ethosu.errors import VelaCompileError
 
-    monkeypatch.setattr(compiler, "_VELA_COMMAND", (sys.executable, "-c", "import time; time.sleep(60)"))
-    start = time.monotonic()
+    _vela_replaced_by(monkeypatch, start, "import time; time.sleep(60)")
+    start_time = time.monotonic()
     with pytest.raises(VelaCompileError, match="did not finish within 1 s"):
         compile_tosa(conv_tosa, "ethos-u55-128", timeout=1)
-    assert time.monotonic() - start < 30
+    assert time.monotonic() - start_time < 30
+
+
+def test_the_fresh_interpreter_path_compiles_the_same(conv_tosa, monkeypatch):
+    forked = compile_tosa(conv_tosa, "ethos-u55-128")
+    monkeypatch.setenv("TOSA_VERIFY_VELA_ZYGOTE", "0")
+    fresh = compile_tosa(conv_tosa, "ethos-u55-128")
+    assert fresh.command_stream == forked.command_stream and fresh.cycles == forked.cycles
+
+
+def test_a_dead_zygote_is_replaced(conv_tosa):
+    import ethosu.compiler as compiler
+
+    compile_tosa(conv_tosa, "ethos-u55-128")
+    compiler._zygote._proc.kill()
+    compiler._zygote._proc.wait()
+    # the first request after its death falls back to a fresh interpreter or restarts it
+    assert compile_tosa(conv_tosa, "ethos-u55-128").cycles > 0
+    assert compile_tosa(conv_tosa, "ethos-u55-128").cycles > 0
+    assert compiler._zygote._proc is not None and compiler._zygote._proc.poll() is None
