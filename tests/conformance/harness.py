@@ -239,8 +239,16 @@ class Case:
     def operator(self) -> str:
         return self.desc.get("test_details", {}).get("operator", "")
 
-    def inputs(self) -> list[np.ndarray]:
-        return [np.load(self.path / f) for f in self.desc["ifm_file"]]
+    def inputs(self) -> list[np.ndarray | tuple[np.ndarray, np.ndarray]]:
+        """The case's input arrays; a block-scaled input is the pair (values, scales), its scales
+        read from ``<file>_scale.npy`` beside the values, where the reference model's CLI finds them."""
+        return [_with_scales(self.path / f) for f in self.desc["ifm_file"]]
+
+
+def _with_scales(path: Path) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """``path``'s array, paired with ``<stem>_scale.npy`` when that file exists."""
+    scales = path.with_name(f"{path.stem}_scale.npy")
+    return (np.load(path), np.load(scales)) if scales.is_file() else np.load(path)
 
 
 def find_cases(root: Path) -> list[Case]:
