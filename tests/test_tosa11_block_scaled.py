@@ -13,9 +13,9 @@ import os
 import struct
 import subprocess
 
-import ml_dtypes
 import numpy as np
 import pytest
+from fuzz.builder import random_block_scaled  # tests/ is on sys.path
 
 import tosa_verify
 from tosa_verify import reference
@@ -23,27 +23,12 @@ from tosa_verify.dtypes import (
     BS_VALUE_TYPES,
     block_scaled_name,
     dtype_info,
-    join_block_scaled,
     to_reference_form,
 )
 from tosa_verify.errors import TosaInputError, TosaValidationError
 from tosa_verify.graph import Block, Graph, Operator, Region, Tensor
 from tosa_verify.reference import _write_npy, reference_binary
 from tosa_verify.writer import to_flatbuffer
-
-
-def _random_block_scaled(rng: np.random.Generator, shape: tuple[int, ...], value: str) -> np.ndarray:
-    """A working array of bs32 type ``value``: random finite element codes, per-block scales
-    2**-8 .. 2**7 (E8M0 codes 119..134)."""
-    info = dtype_info(value)
-    if value == "MXINT8":
-        values = rng.integers(-128, 128, shape).astype(np.int8)
-    else:
-        codes = rng.integers(0, 256 if info.bits == 8 else 1 << info.bits, shape).astype(np.uint8)
-        values = codes.view(info.working)
-        values = np.where(np.isfinite(values.astype(np.float32)), values, info.working.type(0))
-    scales = rng.integers(119, 135, (*shape[:-1], shape[-1] // 32)).astype(np.uint8)
-    return join_block_scaled(values, scales.view(ml_dtypes.float8_e8m0fnu), block_scaled_name(value))
 
 
 def _matmul_t_graph(a_dt: str, b_dt: str, out_dt: str, n: int, h: int, w: int, c: int, d: int,
@@ -65,7 +50,7 @@ def _matmul_t_graph(a_dt: str, b_dt: str, out_dt: str, n: int, h: int, w: int, c
 def _operand(rng: np.random.Generator, dt: str, shape: tuple[int, ...]):
     """A caller's input of type ``dt``: the (values, scales) pair for a block-scaled type."""
     if dtype_info(dt).block:
-        return to_reference_form(_random_block_scaled(rng, shape, dtype_info(dt).value), dt)
+        return to_reference_form(random_block_scaled(rng, shape, dtype_info(dt).value), dt)
     return to_reference_form(rng.standard_normal(shape).astype(dtype_info(dt).working), dt)
 
 
@@ -114,7 +99,7 @@ def test_block_scaled_constants_round_trip_and_run_as_the_reference_model(value)
     our writer and loader unchanged, and MATMUL_T on it agrees with the reference model."""
     rng = np.random.default_rng(len(value))
     dt = block_scaled_name(value)
-    b = _random_block_scaled(rng, (1, 3, 64), value)
+    b = random_block_scaled(rng, (1, 3, 64), value)
     graph = _matmul_t_graph("FP32", dt, "FP32", 2, 2, 3, 64, 1, b_const=b)
     data = to_flatbuffer(graph)
     loaded = tosa_verify.load(data).main.tensors["b"]
