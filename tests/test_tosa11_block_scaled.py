@@ -198,3 +198,20 @@ def test_a_block_scaled_input_takes_a_values_scales_pair():
         tosa_verify.run(data, [a, values])
     with pytest.raises(TosaInputError, match=r"input 'b': BS32_FP8UE8M0_FP4E2M1 scales of shape \[1, 1, 2\]"):
         tosa_verify.run(data, [a, (values, np.zeros((1, 1, 2), "V1"))])
+
+
+@pytest.mark.parametrize("op", ["MATMUL_T", "ROW_GATHER"])
+def test_extensions_of_block_scaled_graphs_are_the_generators(op):
+    """``info``'s extensions of each generated positive case are the ones tosa-tools' generator
+    requires for it (a block-scaled type: EXT-MX-COMMON and EXT-MX-<value type>)."""
+    from conformance.harness import find_cases, generate
+
+    from tosa_verify.profiles import profiles_and_extensions
+
+    cases = [c for c in find_cases(generate(op)) if not c.negative]
+    scaled = [c for c in cases if "bs32" in c.name]
+    assert scaled, f"no block-scaled {op} case generated"
+    for case in cases:
+        _, extensions = profiles_and_extensions(tosa_verify.load(case.path / case.desc["tosa_file"]))
+        required = case.desc["test_requirements"].get("extensions_required", [])
+        assert extensions == sorted(e.upper().removeprefix("TOSA-") for e in required), case.name
