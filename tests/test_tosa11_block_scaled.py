@@ -25,7 +25,7 @@ from tosa_verify.dtypes import (
     dtype_info,
     to_reference_form,
 )
-from tosa_verify.errors import TosaInputError, TosaValidationError
+from tosa_verify.errors import TosaFormatError, TosaInputError, TosaValidationError
 from tosa_verify.graph import Block, Graph, Operator, Region, Tensor
 from tosa_verify.reference import _write_npy, reference_binary
 from tosa_verify.writer import to_flatbuffer
@@ -123,7 +123,7 @@ def _patched(data: bytes, slot: int, value: int) -> bytes:
     return bytes(buf)
 
 
-def _reference_exit_code(data: bytes, inputs: list, dtypes: list[str], tmp_path) -> int:
+def _reference_exit_code(data: bytes, inputs: list, dtypes: list[str], tmp_path, names=("a", "b")) -> int:
     """Exit code of the reference model's CLI on raw graph bytes (our loader never sees them)."""
     (tmp_path / "out").mkdir()
     (tmp_path / "g.tosa").write_bytes(data)
@@ -136,7 +136,7 @@ def _reference_exit_code(data: bytes, inputs: list, dtypes: list[str], tmp_path)
         else:
             _write_npy(tmp_path / f"in{i}.npy", value, dt)
         files.append(f"in{i}.npy")
-    desc = {"tosa_file": "g.tosa", "ifm_name": ["a", "b"], "ifm_file": files, "ofm_name": ["o"],
+    desc = {"tosa_file": "g.tosa", "ifm_name": list(names), "ifm_file": files, "ofm_name": ["o"],
             "ofm_file": ["o.npy"], "expected_failure": False}
     (tmp_path / "desc.json").write_text(json.dumps(desc))
     cmd = [reference_binary(), "--test_desc", str(tmp_path / "desc.json"), "--flatbuffer_dir", str(tmp_path),
@@ -277,3 +277,50 @@ def test_cli_run_reads_and_writes_block_scaled_files_as_the_reference_model(tmp_
     theirs = reference.run(graph, [(values, scales), indices])[0]
     np.testing.assert_array_equal(np.load(out / "output_0.npy"), theirs[0])
     np.testing.assert_array_equal(np.load(out / "output_0_scale.npy").view(np.uint8), theirs[1].view(np.uint8))
+
+
+def _tensor_b(buf: bytearray):
+    import tosa.TosaGraph as tosa_graph
+
+    block = tosa_graph.TosaGraph.GetRootAs(buf, 0).Regions(0).Blocks(0)
+    return next(block.Tensors(i) for i in range(block.TensorsLength()) if block.Tensors(i).Name() == b"b")
+
+
+def _without_field(data: bytes, slot: int) -> bytes:
+    """``data`` with field ``slot`` of tensor "b" absent (its vtable entry zeroed)."""
+    buf = bytearray(data)
+    pos = _tensor_b(buf)._tab.Pos
+    vtable = pos - struct.unpack_from("<i", buf, pos)[0]
+    struct.pack_into("<H", buf, vtable + 4 + 2 * ((slot - 4) // 2), 0)
+    return bytes(buf)
+
+
+def _shortened(data: bytes, slot: int, length: int) -> bytes:
+    """``data`` with vector field ``slot`` of tensor "b" claiming only ``length`` bytes."""
+    buf = bytearray(data)
+    tab = _tensor_b(buf)._tab
+    struct.pack_into("<I", buf, tab.Vector(tab.Offset(slot)) - 4, length)
+    return bytes(buf)
+
+
+#: Broken constants (TosaTensor slots: Data 10, ScaleData 24) -> (error, message).
+BROKEN_CONSTANTS = {
+    "no scale data": (lambda d: _without_field(d, 24), TosaValidationError, "constant values without scale data"),
+    "no values": (lambda d: _without_field(d, 10), TosaValidationError, "scale data without constant values"),
+    "short scale data": (lambda d: _shortened(d, 24, 3), TosaFormatError,
+                         r"tensor 'b': constant data of a FP8UE8M0 tensor of shape \[1, 3, 2\] has 3 bytes, needs 6"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BROKEN_CONSTANTS))
+def test_broken_block_scaled_constants_are_rejected(kind, tmp_path):
+    """A constant block-scaled B whose values or scales are missing or short: a clear error naming
+    the tensor here; the reference model does not run such a graph either."""
+    breaks, error, message = BROKEN_CONSTANTS[kind]
+    dt = block_scaled_name("FP8E4M3")
+    b = random_block_scaled(np.random.default_rng(6), (1, 3, 64), "FP8E4M3")
+    data = breaks(to_flatbuffer(_matmul_t_graph("FP32", dt, "FP32", 1, 2, 3, 64, 1, b_const=b)))
+    with pytest.raises(error, match=message):
+        tosa_verify.load(data)
+    a = np.ones((1, 2, 64), np.float32)
+    assert _reference_exit_code(data, [a], ["FP32"], tmp_path, names=("a",)) not in (0, 1)

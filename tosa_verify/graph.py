@@ -220,13 +220,16 @@ def _read_tensor(t: Table, layout: tuple[Field, ...]) -> Tensor:
     shape = tuple(dims.tolist()) if dims is not None else ()
     _checked_shape(name, shape)
     has_data, has_scales = raw is not None and raw.size > 0, scale_raw is not None and scale_raw.size > 0
+    dtype = info.name
     if scale_code or block or has_scales:
         dtype = _block_scaled_type(name, info.name, scale_code, block, shape, has_data, has_scales)
-        data = decode_block_scaled(raw, scale_raw, dtype, shape) if has_data else None
-        return Tensor(name, shape, dtype, data, bool(variable), variable_name or "", bool(unranked))
-    # A zero-copy view of the file's bytes for the usual dtypes (see decode_constant).
-    data = decode_constant(raw, info.name, shape) if has_data else None
-    return Tensor(name, shape, info.name, data, bool(variable), variable_name or "", bool(unranked))
+    try:
+        # A zero-copy view of the file's bytes for the usual dtypes (see decode_constant).
+        data = None if not has_data else (
+            decode_block_scaled(raw, scale_raw, dtype, shape) if dtype != info.name else decode_constant(raw, dtype, shape))
+    except TosaFormatError as exc:
+        raise TosaFormatError(f"tensor {name!r}: {exc}") from None
+    return Tensor(name, shape, dtype, data, bool(variable), variable_name or "", bool(unranked))
 
 
 def _block_scaled_type(name: str, value: str, scale_code: int, block: int, shape: tuple[int, ...],
