@@ -37,6 +37,7 @@ import time
 import zipfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
@@ -351,6 +352,18 @@ def _check_budget(nbytes: int, what: str) -> None:
     if nbytes > budget:
         raise TosaSizeError(f"{what}: needs {format_size(nbytes)}, over the memory budget of "
                             f"{format_size(budget)} ({source})")
+
+
+def load_input_npy(path: str | os.PathLike, what: str = "input") -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """:func:`load_npy`, paired with ``<stem>_scale.npy`` when that file exists: the (values,
+    scales) of a block-scaled input, the files the reference model's CLI reads.
+
+    >>> load_input_npy("b.npy")   # doctest: +SKIP
+    """
+    scales = Path(path).with_name(f"{Path(path).stem}_scale.npy")
+    if scales.is_file():
+        return load_npy(path, what), load_npy(scales, f"{what} scales")
+    return load_npy(path, what)
 
 
 def load_npy(path: str | os.PathLike, what: str = "input") -> np.ndarray:

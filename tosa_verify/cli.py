@@ -73,7 +73,7 @@ Exit codes: 0 all gates pass, 1 a gate failed, 2 an error.
 
 def _cmd_run(args: argparse.Namespace) -> int:
     graph = load(args.graph)
-    inputs = [budget.load_npy(path, "input") for path in args.input]
+    inputs = [budget.load_input_npy(path, "input") for path in args.input]
     state: dict[str, np.ndarray] | None = None
     if args.variables:
         state = {}
@@ -89,6 +89,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     for i, (name, value) in enumerate(zip(graph.main.outputs, outputs, strict=True)):
         target = out_dir / f"output_{i}.npy"
+        if isinstance(value, tuple):  # block scaled: (values, scales), as the reference model writes them
+            np.save(target.with_name(f"output_{i}_scale.npy"), value[1])
+            value = value[0]
         np.save(target, value)
         print(f"{name}: {value.dtype} {list(value.shape)} -> {target}")
     return EXIT_OK

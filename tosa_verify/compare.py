@@ -70,6 +70,7 @@ import ml_dtypes
 import numpy as np
 
 from .dtypes import DTYPES, dtype_info, to_working
+from .errors import TosaInputError
 from .graph import Block, Operator
 from .ops import REGISTRY as _REGISTRY  # noqa: F401 - importing the ops declares their facts
 from .ops.facts import MX_DTYPES as _MX_TYPES
@@ -444,6 +445,19 @@ def _entry_for(
     return compliance_config(op, tosa, shape, block=block, max_abs_input=max_abs_input)
 
 
+def _compare_block_scaled(expected, actual, dtype: str | None) -> Verdict:
+    """A block-scaled tensor, the pair (values, scales) on both sides: values, then scales, each
+    exactly (the 1.1 operators move block-scaled data, they do not compute it)."""
+    if not (isinstance(expected, tuple) and isinstance(actual, tuple)):
+        raise TosaInputError(f"block-scaled {dtype or 'tensor'}: compare needs (values, scales) on both sides")
+    info = dtype_info(dtype) if dtype else None
+    if info is None or not info.block:
+        raise TosaInputError(f"comparing (values, scales) pairs needs a block-scaled dtype, got {dtype!r}")
+    values = compare(expected[0], actual[0], mode="EXACT", dtype=info.value)
+    scales = compare(expected[1], actual[1], mode="EXACT", dtype=info.scale)
+    return values if values.ok == scales.ok or not values.ok else scales
+
+
 def compare(
     expected: np.ndarray,
     actual: np.ndarray,
@@ -474,6 +488,8 @@ def compare(
     >>> compare(e, e + np.float32(0.5), op="ADD").status
     'mismatch'
     """
+    if isinstance(expected, tuple) or isinstance(actual, tuple):
+        return _compare_block_scaled(expected, actual, dtype)
     exp_arr, act_arr, tosa, exp_tosa = _normalise(expected, actual, dtype)
     shape = tuple(int(d) for d in act_arr.shape)
     is_float = tosa in _MANTISSA or tosa == "FP64"

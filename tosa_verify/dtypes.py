@@ -23,7 +23,18 @@ FP6E3M2    ml_dtypes.float6_e3m2fn
 FP4E2M1    ml_dtypes.float4_e2m1fn
 FP8UE8M0   ml_dtypes.float8_e8m0fnu    MX block scale (2**(e-127), 0xFF is NaN)
 MXINT8     int8                        raw two's complement q; the value is q / 64
+BS32_*     structured (value, scale)   block-scaled types, see below
 =========  ==========================  =====================================
+
+A *block-scaled* tensor (TOSA 1.1 draft, ``block_scale_t<BLOCK_SHAPE_32, fp8ue8m0_t, value_t>``,
+named ``BS32_FP8UE8M0_<VALUE>`` after the spec's ``bs32_fp8ue8m0_<value>_t``) is one tensor of
+values and one FP8UE8M0 scale per 32 consecutive elements of the innermost dimension. Its working
+array has the tensor's own shape and a structured dtype ``[("value", <value working>), ("scale",
+float8_e8m0fnu)]``: every element carries its block's scale, so data-movement ops (ROW_GATHER,
+RESHAPE, ...) move values and scales together and the interpreter's shape and dtype checks hold.
+At the API boundary such a tensor is the pair ``(values, scales)`` in the reference model's file
+forms (``<name>.npy`` and ``<name>_scale.npy`` of its CLI), scales of shape
+``shape[:-1] + (shape[-1] // 32,)``.
 
 At the API boundary we accept and return what ``tosa_reference_model.run`` uses, so the two
 executors are interchangeable: BF16 as ``|V2`` and FP8 as ``|V1`` raw views (``uint8`` is also
@@ -55,6 +66,15 @@ class DTypeInfo:
     bits: int  # storage bits of one element in a flatbuffer constant
     is_int: bool = False
     is_float: bool = False
+    #: block-scaled types only: the value type, the scale type and the innermost block size
+    value: str = ""
+    scale: str = ""
+    block: int = 0
+
+    @property
+    def is_block_scaled(self) -> bool:
+        """True for a block-scaled composite type (``BS32_FP8UE8M0_FP4E2M1``, ...)."""
+        return self.block > 0
 
     @property
     def min(self) -> int:
@@ -97,6 +117,32 @@ DTYPES: dict[str, DTypeInfo] = {
     )
 }
 DTYPE_BY_CODE: dict[int, DTypeInfo] = {i.code: i for i in DTYPES.values()}
+
+#: Scale type and block shape of the spec's bs32_fp8ue8m0_set_t (tosa.BlockShape.BLOCK_SHAPE_32).
+BS_SCALE, BS_BLOCK = "FP8UE8M0", 32
+#: The value types of a block-scaled type (the spec's allowed value_t).
+BS_VALUE_TYPES = ("FP8E4M3", "FP8E5M2", "FP6E3M2", "FP6E2M3", "FP4E2M1", "MXINT8")
+
+
+def _block_scaled_info(value: str) -> DTypeInfo:
+    v = DTYPES[value]
+    working = np.dtype([("value", v.working), ("scale", DTYPES[BS_SCALE].working)])
+    # code: the value type's, which is what a flatbuffer tensor's Type field holds
+    return DTypeInfo(block_scaled_name(value), v.code, working, v.bits, value=value, scale=BS_SCALE,
+                     block=BS_BLOCK)
+
+
+def block_scaled_name(value: str, scale: str = BS_SCALE, block: int = BS_BLOCK) -> str:
+    """Name of the block-scaled type of ``value`` elements (the spec's ``bs32_fp8ue8m0_<value>_t``).
+
+    >>> block_scaled_name("FP4E2M1")
+    'BS32_FP8UE8M0_FP4E2M1'
+    """
+    return f"BS{block}_{scale}_{value}"
+
+
+#: The block-scaled types (spec: bs32_fp8ue8m0_set_t), by name; looked up by :func:`dtype_info`.
+BLOCK_SCALED: dict[str, DTypeInfo] = {i.name: i for i in map(_block_scaled_info, BS_VALUE_TYPES)}
 
 #: Dtypes whose reference-model numpy form is a raw byte view.
 _RAW_VIEW = {"BF16": np.dtype("V2"), "FP8E4M3": np.dtype("V1"), "FP8E5M2": np.dtype("V1")}
@@ -178,6 +224,8 @@ def dtype_info(name_or_code: str | int) -> DTypeInfo:
     try:
         return table[name_or_code]
     except KeyError:
+        if name_or_code in BLOCK_SCALED:
+            return BLOCK_SCALED[name_or_code]
         raise TosaUnsupportedError(f"unsupported TOSA dtype {name_or_code!r}") from None
 
 
@@ -245,8 +293,12 @@ def to_working(value: np.ndarray, dtype: str, *, what: str = "input") -> np.ndar
 
     >>> to_working(np.array([1, 2], np.int8), "INT8").dtype
     dtype('int8')
+
+    A block-scaled type takes the pair ``(values, scales)`` (or its structured working array).
     """
     info = dtype_info(dtype)
+    if info.block:
+        return _block_scaled_working(value, info, what)
     arr = np.asarray(value)
     if info.name in _PACKED and arr.dtype == np.uint8 and arr.ndim:
         # the reference model's packed form; the last dimension holds the packed bytes
@@ -283,8 +335,14 @@ def to_reference_form(value: np.ndarray, dtype: str) -> np.ndarray:
 
     >>> to_reference_form(np.zeros(2, ml_dtypes.bfloat16), "BF16").dtype
     dtype('V2')
+
+    A block-scaled type gives the pair ``(values, scales)``, each in its own reference form.
     """
-    name = dtype_info(dtype).name
+    info = dtype_info(dtype)
+    if info.block:
+        values, scales = split_block_scaled(value, info.name)
+        return to_reference_form(values, info.value), to_reference_form(scales, info.scale)
+    name = info.name
     if name in _PACKED:
         shape = _packed_shape(value.shape, name, unpack=False)
         return pack_subbyte(np.asarray(value).view(np.uint8), name).reshape(shape)
@@ -308,7 +366,97 @@ def float_values(value: np.ndarray, dtype: str) -> np.ndarray:
 
     >>> float_values(np.array([64, -32], np.int8), "MXINT8").tolist()
     [1.0, -0.5]
+
+    A block-scaled array gives ``value * scale`` (the spec's ``tensor_read<in_t, out_t>``), exact
+    in float64: a value has at most 8 significant bits and a scale is a power of two.
     """
-    if dtype_info(dtype).name == "MXINT8":
+    info = dtype_info(dtype)
+    if info.block:
+        value = np.asarray(value)
+        return float_values(value["value"], info.value) * value["scale"].astype(np.float64)
+    if info.name == "MXINT8":
         return np.asarray(value, dtype=np.float64) / 64.0
     return np.asarray(value).astype(np.float64)
+
+
+# --------------------------------------------------------------------------------------------
+# Block-scaled types (TOSA 1.1 draft): joining and splitting (values, scales)
+# --------------------------------------------------------------------------------------------
+
+
+def block_scales_shape(shape: tuple[int, ...], block: int = BS_BLOCK) -> tuple[int, ...]:
+    """Shape of the scales of a block-scaled tensor of ``shape``: one per ``block`` innermost elements.
+
+    >>> block_scales_shape((2, 64))
+    (2, 2)
+    """
+    return (*shape[:-1], shape[-1] // block)
+
+
+def block_shape_error(shape: tuple[int, ...], block: int = BS_BLOCK) -> str:
+    """Why ``shape`` cannot hold a block-scaled tensor ("" when it can): the spec reads the scale
+    of element ``[..., i]`` at ``[..., i / block]``, so the innermost dimension must be a
+    multiple of the block size (rank 0 has none).
+
+    >>> block_shape_error((4, 33))
+    'innermost dimension 33 is not a multiple of the block size 32'
+    """
+    if not shape:
+        return "a block-scaled tensor needs rank >= 1 (its innermost dimension holds the blocks)"
+    if shape[-1] % block:
+        return f"innermost dimension {shape[-1]} is not a multiple of the block size {block}"
+    return ""
+
+
+def join_block_scaled(values: np.ndarray, scales: np.ndarray, dtype: str) -> np.ndarray:
+    """The working array of block-scaled type ``dtype`` from working ``values`` and ``scales``.
+
+    Raises ValueError when the shapes do not fit together (callers name the tensor).
+
+    >>> a = join_block_scaled(np.zeros((1, 32), ml_dtypes.float4_e2m1fn),
+    ...                       np.ones((1, 1), ml_dtypes.float8_e8m0fnu), "BS32_FP8UE8M0_FP4E2M1")
+    >>> a.shape, float(a["scale"][0, 31])
+    ((1, 32), 1.0)
+    """
+    info = dtype_info(dtype)
+    problem = block_shape_error(values.shape, info.block)
+    want = block_scales_shape(values.shape, info.block) if not problem else None
+    if problem or tuple(scales.shape) != want:
+        raise ValueError(problem or f"scales of shape {list(scales.shape)} for values of shape "
+                         f"{list(values.shape)} (want {list(want)})")
+    out = np.empty(values.shape, info.working)
+    out["value"] = values
+    out["scale"] = np.repeat(scales, info.block, axis=-1)
+    return out
+
+
+def split_block_scaled(value: np.ndarray, dtype: str) -> tuple[np.ndarray, np.ndarray]:
+    """(values, scales) working arrays of a block-scaled working array: the inverse of
+    :func:`join_block_scaled` (each block's scale is read from its first element)."""
+    info = dtype_info(dtype)
+    arr = np.asarray(value)
+    return np.ascontiguousarray(arr["value"]), np.ascontiguousarray(arr["scale"][..., :: info.block])
+
+
+def _block_scaled_working(value, info: DTypeInfo, what: str) -> np.ndarray:
+    """A caller's ``(values, scales)`` pair (reference-model or natural forms) as a working array."""
+    if isinstance(value, np.ndarray) and value.dtype == info.working:
+        return value
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise TosaInputError(
+            f"{what}: a {info.name} tensor takes the pair (values, scales), got {type(value).__name__}"
+        )
+    values = to_working(np.asarray(value[0]), info.value, what=f"{what} values")
+    scales = to_working(np.asarray(value[1]), info.scale, what=f"{what} scales")
+    try:
+        return join_block_scaled(values, scales, info.name)
+    except ValueError as exc:
+        raise TosaInputError(f"{what}: {info.name} {exc}") from None
+
+
+def decode_block_scaled(raw, scale_raw, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+    """A block-scaled constant from a flatbuffer tensor's ``data`` (values) and ``scale_data``."""
+    info = dtype_info(dtype)
+    values = decode_constant(raw, info.value, shape)
+    scales = decode_constant(scale_raw, info.scale, block_scales_shape(shape, info.block))
+    return join_block_scaled(values, scales, info.name)

@@ -21,7 +21,16 @@ import numpy as np
 
 from ._bulk_read import read_operators, read_tensors
 from ._flatbuffer import Field, Table, table_layout
-from .dtypes import DTYPE_BY_CODE, decode_constant
+from .dtypes import (
+    BS_BLOCK,
+    BS_SCALE,
+    BS_VALUE_TYPES,
+    DTYPE_BY_CODE,
+    block_scaled_name,
+    block_shape_error,
+    decode_block_scaled,
+    decode_constant,
+)
 from .errors import (
     TosaError,
     TosaFormatError,
@@ -199,20 +208,52 @@ def _checked_shape(name: str, shape: tuple[int, ...]) -> None:
         )
 
 
-_TENSOR_FIELDS = ("Name", "Type", "Shape", "Data", "Variable", "VariableName", "IsUnranked")
+_TENSOR_FIELDS = ("Name", "Type", "Shape", "Data", "Variable", "VariableName", "IsUnranked", "ScaleType",
+                  "BlockShape", "ScaleData")
 
 
 def _read_tensor(t: Table, layout: tuple[Field, ...]) -> Tensor:
-    name, code, dims, raw, variable, variable_name, unranked = t.fields(layout)
+    name, code, dims, raw, variable, variable_name, unranked, scale_code, block, scale_raw = t.fields(layout)
     name = name or ""
     info = DTYPE_BY_CODE.get(code)
     if info is None:
         raise TosaUnsupportedError(f"tensor {name!r}: unsupported dtype code {code}")
     shape = tuple(dims.tolist()) if dims is not None else ()
     _checked_shape(name, shape)
-    # A zero-copy view of the file's bytes for the usual dtypes (see decode_constant).
-    data = decode_constant(raw, info.name, shape) if raw is not None and raw.size else None
-    return Tensor(name, shape, info.name, data, bool(variable), variable_name or "", bool(unranked))
+    has_data, has_scales = raw is not None and raw.size > 0, scale_raw is not None and scale_raw.size > 0
+    dtype = info.name
+    if scale_code or block or has_scales:
+        dtype = _block_scaled_type(name, info.name, scale_code, block, shape, has_data, has_scales)
+    try:
+        # A zero-copy view of the file's bytes for the usual dtypes (see decode_constant).
+        data = None if not has_data else (
+            decode_block_scaled(raw, scale_raw, dtype, shape) if dtype != info.name else decode_constant(raw, dtype, shape))
+    except TosaFormatError as exc:
+        raise TosaFormatError(f"tensor {name!r}: {exc}") from None
+    return Tensor(name, shape, dtype, data, bool(variable), variable_name or "", bool(unranked))
+
+
+def _block_scaled_type(name: str, value: str, scale_code: int, block: int, shape: tuple[int, ...],
+                       has_data: bool, has_scales: bool) -> str:
+    """The block-scaled dtype of a tensor whose ScaleType, BlockShape or ScaleData is set, after
+    the checks that make it one of the spec's bs32_fp8ue8m0_set_t types with a sound layout."""
+    scale = DTYPE_BY_CODE[scale_code].name if scale_code in DTYPE_BY_CODE else f"code {scale_code}"
+    if not block or not scale_code:
+        problem = "scale data without a ScaleType and BlockShape" if block == scale_code == 0 else (
+            f"ScaleType {scale} without a BlockShape" if not block else f"BlockShape {block} without a ScaleType")
+    elif block != BS_BLOCK:
+        problem = f"BlockShape {block} is not a block_shape_t value (BLOCK_SHAPE_{BS_BLOCK})"
+    elif scale != BS_SCALE:
+        problem = f"scale type {scale} is not {BS_SCALE}"
+    elif value not in BS_VALUE_TYPES:
+        problem = f"value type {value} cannot be block scaled (allowed: {', '.join(BS_VALUE_TYPES)})"
+    elif has_data != has_scales:
+        problem = "constant values without scale data" if has_data else "scale data without constant values"
+    else:
+        problem = block_shape_error(shape, block)
+    if problem:
+        raise TosaValidationError(f"block-scaled tensor {name!r} of shape {list(shape)}: {problem}", tensors=(name,))
+    return block_scaled_name(value, scale, block)
 
 
 def _make_tensor(name: str, shape: tuple[int, ...], code: int, raw: np.ndarray | None) -> Tensor:

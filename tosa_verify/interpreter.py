@@ -235,7 +235,7 @@ def bind_inputs(block: Block, inputs: Inputs) -> list[np.ndarray]:
         decl = block.tensors.get(name) or block.shapes.get(name)
         if decl is None:
             raise TosaInputError(f"graph input {name!r} is not declared")
-        arr = to_working(np.asarray(value), decl.dtype, what=f"input {name!r}")
+        arr = to_working(value, decl.dtype, what=f"input {name!r}")  # a pair when block scaled
         if tuple(arr.shape) != tuple(decl.shape):
             raise TosaInputError(
                 f"input {name!r}: shape {list(arr.shape)} does not match the declared {list(decl.shape)}"

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections import Counter
 
+from .dtypes import BLOCK_SCALED
 from .graph import Graph
 from .ops import REGISTRY as _REGISTRY  # noqa: F401 - importing the ops declares their facts
 from .ops.facts import facts_of, ops_with_extension
 
-_FLOAT = {"FP32", "FP16", "BF16", "FP8E4M3", "FP8E5M2"}
+_FLOAT = {"FP32", "FP16", "BF16", "FP8E4M3", "FP8E5M2", *BLOCK_SCALED}
 _INT = {"INT4", "INT8", "INT16", "INT32", "INT48", "INT64"}
 #: MX element dtype -> its 1.1 extension (each also needs EXT-MX-COMMON).
 _MX_EXTENSIONS = {
@@ -79,6 +80,9 @@ def _extensions_11(dtypes: set[str], scaled_fp8: set[str]) -> set[str]:
         found.add("EXT-INT64")
     mx = {ext for dtype, ext in _MX_EXTENSIONS.items() if dtype in dtypes}
     mx |= {f"EXT-MX-{d}" for d in scaled_fp8}
+    # a block-scaled type needs EXT-MX-COMMON and its value type's EXT-MX-* (spec: Composite
+    # Block-Scaled Type Mapping)
+    mx |= {_MX_EXTENSIONS.get(v, f"EXT-MX-{v}") for v in (BLOCK_SCALED[d].value for d in dtypes & set(BLOCK_SCALED))}
     if mx or "FP8UE8M0" in dtypes:
         found |= mx | {"EXT-MX-COMMON"}
     return found

@@ -172,6 +172,28 @@ def _write_npy(path: Path, value: np.ndarray, dtype: str) -> None:
         fh.write(arr.tobytes())
 
 
+def _write_input(path: Path, value: np.ndarray, dtype: str) -> None:
+    """Write an input file; a block-scaled input's scales go to ``<stem>_scale.npy`` beside it,
+    where the CLI looks for them."""
+    info = dtype_info(dtype)
+    if not info.block:
+        _write_npy(path, to_reference_form(value, dtype), dtype)
+        return
+    values, scales = to_reference_form(value, dtype)
+    _write_npy(path, values, info.value)
+    _write_npy(path.with_name(f"{path.stem}_scale.npy"), scales, info.scale)
+
+
+def _read_output(path: Path, dtype: str, precise: bool):
+    """An output file in the in-process API's form; a block-scaled one is the pair (values,
+    scales), its scales read from ``<stem>_scale.npy``."""
+    info = dtype_info(dtype)
+    if not info.block:
+        return _from_cli(np.load(path), dtype, precise)
+    scales = np.load(path.with_name(f"{path.stem}_scale.npy"))
+    return _from_cli(np.load(path), info.value, precise), _from_cli(scales, info.scale, precise)
+
+
 def _from_cli(value: np.ndarray, dtype: str, precise: bool) -> np.ndarray:
     """Normalize an output read from the CLI to the in-process API's numpy form."""
     info = dtype_info(dtype)
@@ -223,8 +245,7 @@ def _run_cli(
         ifm_files = []
         for i, (name, value) in enumerate(zip(block.inputs, values, strict=True)):
             fname = f"in-{i}.npy"
-            dtype = _decl(block, name).dtype
-            _write_npy(work / fname, to_reference_form(value, dtype), dtype)
+            _write_input(work / fname, value, _decl(block, name).dtype)
             ifm_files.append(fname)
         ofm_files = [f"out-{i}.npy" for i in range(len(outputs))]
         desc: dict[str, object] = {
@@ -263,8 +284,7 @@ def _run_cli(
             path = work / "out" / fname
             if not path.exists():
                 raise TosaError(f"reference model wrote no file for output {name!r}: {log.strip()[-400:]}")
-            dtype = _decl(block, name).dtype
-            results.append(_from_cli(np.load(path), dtype, precise or bounds))
+            results.append(_read_output(path, _decl(block, name).dtype, precise or bounds))
             bpath = work / "out" / f"bounds_{fname}"
             if bpath.exists():
                 bnd[name] = np.load(bpath)
@@ -353,6 +373,7 @@ def run(
     dtypes = {_decl(block, n).dtype for n in [*outputs, *block.inputs]}
     use_python = (
         backend == "python" and not precise and not bounds and not (dtypes & _PYTHON_UNSUPPORTED)
+        and not any(dtype_info(d).block for d in dtypes)  # its bindings refuse block-scaled inputs
     )
     bnd: dict[str, np.ndarray] = {}
     if use_python:
@@ -362,6 +383,8 @@ def run(
     for name, value in zip(outputs, results, strict=True):
         decl = _decl(block, name)
         # packed FP4/FP6 outputs come back with a shorter innermost dimension (not in precise mode)
+        if isinstance(value, tuple):  # block scaled: (values, scales)
+            value, decl = value[0], Tensor(name, decl.shape, dtype_info(decl.dtype).value)
         shapes = {tuple(decl.shape), tuple(reference_shape(decl.shape, decl.dtype))}
         if tuple(value.shape) not in shapes and not (value.size == 0 and decl.size == 0):
             raise TosaError(

@@ -27,7 +27,7 @@ from functools import cache
 
 import numpy as np
 
-from .dtypes import dtype_info
+from .dtypes import dtype_info, split_block_scaled
 from .errors import TosaUnsupportedError
 from .graph import Block, Graph, Operator, Tensor, load
 
@@ -130,6 +130,19 @@ def _tensor_data(tensor: Tensor) -> tuple[object, bool]:
     return flat.astype(info.working, copy=False), False
 
 
+def _add_block_scaled(ts, sblock, tensor: Tensor) -> None:
+    """Declare a block-scaled tensor: value type, ScaleType and BlockShape from its composite
+    dtype, constant values in ``Data`` and scales in ``ScaleData``."""
+    info = dtype_info(tensor.dtype)
+    data = scales = None
+    if tensor.data is not None:
+        values, scale_values = split_block_scaled(tensor.data, tensor.dtype)
+        data = _tensor_data(Tensor(tensor.name, tensor.shape, info.value, values))[0]
+        scales = _tensor_data(Tensor(tensor.name, scale_values.shape, info.scale, scale_values))[0]
+    sblock.addTensor(tensor.name, list(tensor.shape), ts.ScaledDType.__members__[tensor.dtype], data, scales,
+                     "", "", tensor.unranked, tensor.variable, tensor.variable_name)
+
+
 def _pack_int4(values: np.ndarray) -> bytes:
     flat = np.asarray(values, dtype=np.int64).reshape(-1) & 0x0F
     if flat.size % 2:
@@ -139,6 +152,9 @@ def _pack_int4(values: np.ndarray) -> bytes:
 
 def _emit_block(ts, sblock, block: Block, patches: list[tuple[str, str, np.ndarray]]) -> None:
     for tensor in block.tensors.values():
+        if dtype_info(tensor.dtype).block:
+            _add_block_scaled(ts, sblock, tensor)
+            continue
         data, patch = _tensor_data(tensor)
         dtype = ts.DType.__members__[tensor.dtype]
         sblock.addTensor(

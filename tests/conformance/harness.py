@@ -239,8 +239,16 @@ class Case:
     def operator(self) -> str:
         return self.desc.get("test_details", {}).get("operator", "")
 
-    def inputs(self) -> list[np.ndarray]:
-        return [np.load(self.path / f) for f in self.desc["ifm_file"]]
+    def inputs(self) -> list[np.ndarray | tuple[np.ndarray, np.ndarray]]:
+        """The case's input arrays; a block-scaled input is the pair (values, scales), its scales
+        read from ``<file>_scale.npy`` beside the values, where the reference model's CLI finds them."""
+        return [_with_scales(self.path / f) for f in self.desc["ifm_file"]]
+
+
+def _with_scales(path: Path) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """``path``'s array, paired with ``<stem>_scale.npy`` when that file exists."""
+    scales = path.with_name(f"{path.stem}_scale.npy")
+    return (np.load(path), np.load(scales)) if scales.is_file() else np.load(path)
 
 
 def find_cases(root: Path) -> list[Case]:
@@ -274,7 +282,7 @@ def run_reference_cli(case: Case, workdir: Path) -> ReferenceResult:
     outputs, bounds = [], []
     if status == "VALID":
         for f in case.desc["ofm_file"]:
-            outputs.append(np.load(workdir / f))
+            outputs.append(_with_scales(workdir / f))  # a block-scaled output: (values, scales)
             bnd = workdir / f"bounds_{f}"
             bounds.append(np.load(bnd) if bnd.exists() else None)
     return ReferenceResult(status, outputs, bounds, (proc.stdout + proc.stderr)[-1500:])
@@ -344,6 +352,11 @@ def judge_outputs(case: Case, ours: list[np.ndarray], ref: ReferenceResult, work
                 return f"{case.name}: outputs {name}, {paired[name]} not compliant under {mode} (block scaled)"
             continue
         data_type = cfg.get("data_type") or _output_dtype(graph_file, name)
+        if isinstance(mine, tuple) or isinstance(theirs, tuple):
+            reason = _block_scaled_reason(mine, theirs, _output_dtype(graph_file, name), mode)
+            if reason:
+                return f"{case.name}: block-scaled output {name} {reason}"
+            continue
         if data_type in MX_DECODED and theirs.dtype == np.float64:
             # precise mode writes the MX types decoded (FP4/FP6 unpacked, MXINT8 as q / 64)
             mine = _as_comparable(mine, data_type)
@@ -353,19 +366,41 @@ def judge_outputs(case: Case, ours: list[np.ndarray], ref: ReferenceResult, work
         # one edge of the allowed interval and the bounds file the other, so only the verifier
         # (which reads both) can judge.
         if mode == "EXACT" or (theirs.dtype.kind in "biu" and mode != "RESCALE_INEXACT"):
-            a = _as_comparable(mine, data_type)
-            b = _as_comparable(theirs)
-            if not _exactly_equal(a, b):
-                bad = np.flatnonzero(~_elementwise_equal(a.ravel(), b.ravel()))
-                i = int(bad[0])
-                return (
-                    f"{case.name}: output {name} differs at {bad.size} of {a.size} elements; "
-                    f"first flat index {i}: ours {a.ravel()[i]} reference {b.ravel()[i]}"
-                )
+            reason = _exact_reason(mine, theirs, data_type)
+            if reason:
+                return f"{case.name}: output {name} {reason}"
             continue
         ok = verifier().verify_data(name, compliance, mine, theirs, bound)
         if not ok:
             return f"{case.name}: output {name} not compliant under {mode}"
+    return ""
+
+
+def _exact_reason(mine: np.ndarray, theirs: np.ndarray, data_type: str | None) -> str:
+    """Why ``mine`` is not bit-exactly the reference's ``theirs`` ("" when it is)."""
+    a = _as_comparable(mine, data_type)
+    b = _as_comparable(theirs)
+    if a.shape != b.shape:
+        return f"shape {a.shape} != reference {b.shape}"
+    if _exactly_equal(a, b):
+        return ""
+    bad = np.flatnonzero(~_elementwise_equal(a.ravel(), b.ravel()))
+    i = int(bad[0])
+    return f"differs at {bad.size} of {a.size} elements; first flat index {i}: ours {a.ravel()[i]} reference {b.ravel()[i]}"
+
+
+def _block_scaled_reason(mine, theirs, dtype: str, mode: str) -> str:
+    """Judge a block-scaled output, the pair (values, scales) on both sides: both parts exactly
+    (the one mode the generator gives a block-scaled output of the 1.1 operators)."""
+    if not (isinstance(mine, tuple) and isinstance(theirs, tuple)):
+        return f"is a (values, scales) pair on one side only: ours {type(mine).__name__}, reference {type(theirs).__name__}"
+    if mode != "EXACT":
+        return f"has compliance mode {mode}; only EXACT is judged for block-scaled outputs"
+    info = dtype_info(dtype)
+    for part, ours, ref, part_dtype in zip(("values", "scales"), mine, theirs, (info.value, info.scale), strict=True):
+        reason = _exact_reason(ours, ref, part_dtype)
+        if reason:
+            return f"{part}: {reason}"
     return ""
 
 

@@ -88,7 +88,8 @@ class FuzzCase:
     label: str = ""
 
     def __repr__(self) -> str:  # hypothesis prints this on failure
-        shapes = {k: (str(v.dtype), list(v.shape)) for k, v in self.inputs.items()}
+        shapes = {k: (str(v.dtype), list(v.shape)) if not isinstance(v, tuple) else ("(values, scales)", list(v[0].shape))
+                  for k, v in self.inputs.items()}
         return f"FuzzCase({self.label!r}, ops={self.ops}, inputs={shapes})"
 
 
@@ -123,6 +124,17 @@ class Builder:
         self.block.addInput(t.name)
         self.inputs[t.name] = to_reference(value, dtype)
         return t
+
+    def block_scaled_input(self, shape, value: str) -> T:
+        """A graph input of block-scaled type bs32_fp8ue8m0_<value> (:func:`random_block_scaled`),
+        given as the (values, scales) pair."""
+        from tosa_verify.dtypes import block_scaled_name, to_reference_form
+
+        name, dt = self._name("in"), block_scaled_name(value)
+        self.block.addTensor(name, list(shape), ts.ScaledDType.__members__[dt], None, None)
+        self.block.addInput(name)
+        self.inputs[name] = to_reference_form(random_block_scaled(self.rng, shape, value), dt)
+        return T(name, tuple(int(d) for d in shape), dt)
 
     def const(self, value, dtype: str) -> T:
         arr = np.asarray(value)
@@ -189,6 +201,22 @@ def to_reference(value: np.ndarray, dtype: str) -> np.ndarray:
     if dtype in _RAW:
         return np.ascontiguousarray(arr.astype(_RAW[dtype][1])).view(_RAW[dtype][0])
     return arr.astype(_NP[dtype])
+
+
+def random_block_scaled(rng: np.random.Generator, shape, value: str) -> np.ndarray:
+    """A working array of type bs32_fp8ue8m0_<value>: random finite element codes, a random
+    power-of-two scale (2**-15 .. 2**15) per 32 innermost elements."""
+    from tosa_verify.dtypes import block_scaled_name, dtype_info, join_block_scaled
+
+    shape = tuple(shape)
+    info = dtype_info(value)
+    if value == "MXINT8":
+        values = rng.integers(-128, 128, shape).astype(np.int8)
+    else:
+        values = rng.integers(0, 1 << info.bits, shape).astype(np.uint8).view(info.working)
+        values = np.where(np.isfinite(values.astype(np.float32)), values, info.working.type(0))
+    scales = rng.integers(112, 143, (*shape[:-1], shape[-1] // 32)).astype(np.uint8)
+    return join_block_scaled(values, scales.view(ml_dtypes.float8_e8m0fnu), block_scaled_name(value))
 
 
 def camel_op(op: str) -> str:

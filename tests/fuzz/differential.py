@@ -113,4 +113,4 @@ def summarize(outcomes: Counter) -> str:
 
 def as_arrays(case: FuzzCase) -> dict[str, np.ndarray]:
     """The case's inputs (for writing regression tests)."""
-    return {k: np.asarray(v) for k, v in case.inputs.items()}
+    return {k: v if isinstance(v, tuple) else np.asarray(v) for k, v in case.inputs.items()}  # tuple: block scaled

@@ -171,14 +171,20 @@ def v_matmul_t(d: Draw, b: Builder) -> T:
         zp = [d.int(-128, 127) if dt == "INT8" and d.chance(50) else 0 for _ in range(2)]
         ins = [a, bb, b.const(np.array([zp[0]]), dt), b.const(np.array([zp[1]]), dt)]
         return b.op("MATMUL_T", ins, (n, h, w), "INT32" if dt == "INT8" else "INT48", "MatMulTAttribute")
-    at, bt = d.choice(MATMUL_T_FP), d.choice(MATMUL_T_FP)
+    # now and then block-scaled operands (bs32_fp8ue8m0_<MX type>): C in whole blocks of 32
+    scaled = [d.chance(25), d.chance(35)]
+    if any(scaled):
+        c = 32 * d.int(1, 2)
+    at, bt = (d.choice(MX_TYPES) if s else d.choice(MATMUL_T_FP) for s in scaled)
     if "FP32" in (at, bt):
         out = "FP32"
     else:
         out = d.choice(["FP16", "FP32"] if (at, bt) == ("FP16", "FP16") else ["BF16", "FP32"])
-    a, bb = b.input((n, h, c), at), b.input((dd, w, c), bt)
-    ins = [a, bb, b.const(np.array([0.0]), at), b.const(np.array([0.0]), bt)]
-    return b.op("MATMUL_T", ins, (n, h, w), out, "MatMulTAttribute")
+    a = b.block_scaled_input((n, h, c), at) if scaled[0] else b.input((n, h, c), at)
+    bb = b.block_scaled_input((dd, w, c), bt) if scaled[1] else b.input((dd, w, c), bt)
+    # a block-scaled operand's zero point is fp32 (as tosa-tools generates and runs it)
+    zps = [b.const(np.array([0.0]), "FP32" if s else t) for s, t in zip(scaled, (at, bt), strict=True)]
+    return b.op("MATMUL_T", [a, bb, *zps], (n, h, w), out, "MatMulTAttribute")
 
 
 def v_row_gather(d: Draw, b: Builder) -> T:

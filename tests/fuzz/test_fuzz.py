@@ -14,9 +14,10 @@ from hypothesis import HealthCheck, given, settings
 import tosa_verify
 from tosa_verify.diff import diff
 
+from .builder import RandomDraw
 from .differential import run_case
 from .strategies import INT_BUILDERS, fp_cases, multi_op_cases, single_op_cases
-from .strategies_11 import V11_BUILDERS, v11_cases
+from .strategies_11 import V11_BUILDERS, build_v11, v11_cases
 
 FUZZ = settings(
     deadline=None,
@@ -51,6 +52,20 @@ def test_every_int_op_kind(kind):
 def test_every_v11_kind(kind):
     """The TOSA 1.1 draft operators (shape ops, MATMUL_T, ROW_GATHER, adaptive pools, MX)."""
     _each(v11_cases([kind]), 6)
+
+
+def test_block_scaled_matmul_t_cases():
+    """MATMUL_T with block-scaled operands (graph inputs as (values, scales) pairs): the first
+    eight such graphs of the seeded MATMUL_T builder agree with the reference model."""
+    checked = 0
+    for seed in range(200):
+        case = build_v11(RandomDraw(seed), seed, "MATMUL_T")
+        if any(isinstance(v, tuple) for v in case.inputs.values()):
+            _check(case)
+            checked += 1
+            if checked == 8:
+                return
+    raise AssertionError(f"only {checked} block-scaled MATMUL_T graphs in 200 seeds")
 
 
 @settings(FUZZ, max_examples=80)

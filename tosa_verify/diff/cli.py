@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..budget import check_graph_memory, load_npy
+from ..budget import check_graph_memory, load_input_npy
 from ..errors import TosaError, TosaInputError
 from ..graph import Graph, load
 from ..interpreter import Inputs
@@ -50,7 +50,7 @@ def _read_inputs(specs: Sequence[str], graph: Graph) -> Inputs:
         name, sep, path = spec.partition("=")
         if not sep or spec.endswith(".npy") and Path(spec).exists():
             name, path = "", spec
-        value = load_npy(path, "input")
+        value = load_input_npy(path, "input")
         if name:
             named[name] = value
         else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import dtype_info, to_reference_form
+from ..dtypes import dtype_info, join_block_scaled, to_reference_form
 from ..errors import TosaInputError
 from ..graph import load
 from ..interpreter import Source
@@ -43,15 +43,23 @@ def random_inputs(graph: Source, seed: int = 0) -> dict[str, np.ndarray]:
         if decl is None:
             raise TosaInputError(f"graph input {name!r} is not declared")
         info = dtype_info(decl.dtype)
-        if info.name == "FP8UE8M0":
-            # block scales: powers of two near 1 (a normal sample would be mostly NaN codes)
-            value = np.exp2(rng.integers(-4, 5, decl.shape)).astype(info.working)
-        elif info.is_float:
-            value = rng.standard_normal(decl.shape).astype(info.working)
-        elif info.name == "BOOL":
-            value = rng.integers(0, 2, decl.shape).astype(bool)
+        if info.block:  # block scaled: random values and scales, joined
+            scales_shape = (*decl.shape[:-1], decl.shape[-1] // info.block) if decl.shape else ()
+            value = join_block_scaled(_random_value(rng, dtype_info(info.value), decl.shape),
+                                      _random_value(rng, dtype_info(info.scale), scales_shape), info.name)
         else:
-            lo, hi = INT_RANGES.get(info.name, (info.min, info.max))
-            value = rng.integers(lo, hi, decl.shape, endpoint=True).astype(info.working)
+            value = _random_value(rng, info, decl.shape)
         out[name] = to_reference_form(np.asarray(value), decl.dtype)
     return out
+
+
+def _random_value(rng: np.random.Generator, info, shape: tuple[int, ...]) -> np.ndarray:
+    if info.name == "FP8UE8M0":
+        # block scales: powers of two near 1 (a normal sample would be mostly NaN codes)
+        return np.exp2(rng.integers(-4, 5, shape)).astype(info.working)
+    if info.is_float:
+        return rng.standard_normal(shape).astype(info.working)
+    if info.name == "BOOL":
+        return rng.integers(0, 2, shape).astype(bool)
+    lo, hi = INT_RANGES.get(info.name, (info.min, info.max))
+    return rng.integers(lo, hi, shape, endpoint=True).astype(info.working)

@@ -17,7 +17,7 @@ from ..dtypes import decode_constant, dtype_info, to_reference_form, to_working
 from ..errors import TosaError
 from ..graph import Block, Graph, Operator, Region, Tensor, load
 from ..interpreter import run as interp_run
-from ..reference import _write_npy
+from ..reference import _write_input, _write_npy
 from ..writer import to_flatbuffer
 from ._common import _SAME_GRAPH, OPERAND_NAMES, Executor, _decl, _jsonable, _same_graph_key
 
@@ -157,6 +157,13 @@ def _save(path: Path, value: np.ndarray, dtype: str) -> None:
     if dtype == "FP64":
         np.save(path, np.asarray(value))
         return
+    if dtype_info(dtype).block:  # (values, scales): the scales to <stem>_scale.npy, as the reference reads them
+        if value[0].dtype == np.float64:  # the precise reference's decoded values
+            np.save(path, value[0])
+            np.save(path.with_name(f"{path.stem}_scale.npy"), value[1])
+        else:
+            _write_input(path, to_working(value, dtype, what=path.name), dtype)
+        return
     _write_npy(path, to_reference_form(to_working(np.asarray(value), dtype, what=path.name), dtype), dtype)
 
 
@@ -173,14 +180,20 @@ def _write_inputs(out: Path, block: Block, values: Mapping[str, np.ndarray], pre
 def _input_value(values: Mapping[str, np.ndarray], name: str, decl: Tensor) -> np.ndarray:
     if name not in values:
         raise TosaError(f"no captured value for input {name!r} of the repro")
-    value = np.asarray(values[name])
     info = dtype_info(decl.dtype)
+    if info.block:
+        return values[name]  # the (values, scales) pair
+    value = np.asarray(values[name])
     if value.dtype == np.float64 and info.is_float:  # precise reference values: round to the format
         value = to_reference_form(value.astype(info.working), decl.dtype)
     return value
 
 
-def _load_npy(path: Path) -> np.ndarray:
+def _load_npy(path: Path) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """A saved input; with ``<stem>_scale.npy`` beside it, the block-scaled pair (values, scales)."""
+    scales = path.with_name(f"{path.stem}_scale.npy")
+    if scales.is_file():
+        return np.load(path, allow_pickle=False), np.load(scales, allow_pickle=False)
     return np.load(path, allow_pickle=False)
 
 
@@ -309,7 +322,7 @@ def write_repro(report: Any, target: Any, directory: str | os.PathLike) -> Path:
     for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
         dt = block.tensors[block.outputs[i]].dtype
         if e is not None:
-            _save(out / f"expected-{i}.npy", e, dt if e.dtype != np.float64 else "FP64")
+            _save(out / f"expected-{i}.npy", e, dt if isinstance(e, tuple) or e.dtype != np.float64 else "FP64")
         if a is not None:
             _save(out / f"actual-{i}.npy", a, dt)
     manifest["repro_verdicts"] = [v.to_dict() if v is not None else None for v in verdicts]

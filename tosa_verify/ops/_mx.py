@@ -3,12 +3,17 @@
 A block-scaled tensor is a pair: element data (FP8E4M3, FP8E5M2, FP6E2M3, FP6E3M2, FP4E2M1 or
 MXINT8) and FP8UE8M0 scales, one scale per ``block_size`` consecutive elements of the innermost
 dimension. ``block_size`` is the BlockSize enum of the schema: 1 (not scaled) or 32.
+
+These operators take data and scales as separate tensors; a block-scaled tensor *type*
+(``BS32_FP8UE8M0_*``, one tensor carrying both, as MATMUL_T and ROW_GATHER take it) is in
+:mod:`tosa_verify.dtypes`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..dtypes import block_scales_shape
 from .registry import OpCall
 
 #: Element types of a block-scaled tensor (EXT-MX*).
@@ -35,7 +40,7 @@ def scale_shape(shape: tuple[int, ...], size: int) -> tuple[int, ...]:
     >>> scale_shape((2, 64), 32)
     (2, 2)
     """
-    return (*shape[:-1], shape[-1] // size)
+    return block_scales_shape(shape, size)
 
 
 def expand_scales(scales: np.ndarray, size: int) -> np.ndarray:

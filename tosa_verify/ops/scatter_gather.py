@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dtypes import BLOCK_SCALED, dtype_info
 from ._int64 import int64_if_11
 from ._layout_support import check_rank
 from ._mx import MX_ELEMENT_TYPES, SCALE_TYPE, block_size, scale_shape
@@ -94,8 +95,9 @@ def scatter(call: OpCall) -> list[np.ndarray]:
     return [out]
 
 
-#: in_out_t of ROW_GATHER (TOSA 1.1): GATHER's types, INT64 and the MX element types.
-ROW_GATHER_TYPES = (*GATHER_TYPES, "INT64", *MX_ELEMENT_TYPES)
+#: in_out_t of ROW_GATHER (TOSA 1.1): GATHER's types, INT64 and the block-scaled types (a plain
+#: FP4/FP6/MXINT8 tensor is not one: the reference model rejects it too).
+ROW_GATHER_TYPES = (*GATHER_TYPES, "INT64", *BLOCK_SCALED)
 
 
 def _row_count(call: OpCall, i: int) -> int:
@@ -143,7 +145,8 @@ def _check_row_gather_shapes(call: OpCall, values: int, output: int, rows: int, 
 def row_gather(call: OpCall) -> list[np.ndarray]:
     """ROW_GATHER (TOSA 1.1): ``row_count`` consecutive rows from each index.
 
-    ``output[n, w*row_count + r, c] = values[n, indices[n, w] + r, c]``.
+    ``output[n, w*row_count + r, c] = values[n, indices[n, w] + r, c]``; a block-scaled element
+    moves with its scale (the working array carries both).
     """
     call.check_arity(3, 1)
     dtype = call.out_dtype()
@@ -151,7 +154,9 @@ def row_gather(call: OpCall) -> list[np.ndarray]:
     call.error_if(call.in_dtype(0) != dtype, "values and output types differ")
     rows = _row_count(call, 2)
     w = call.input_decls[1].shape[-1] if call.input_decls[1].shape else 0
-    n, k, _ = _check_row_gather_shapes(call, 0, 0, rows, w)
+    n, k, c = _check_row_gather_shapes(call, 0, 0, rows, w)
+    block = dtype_info(dtype).block
+    call.error_if(block > 0 and c % block != 0, f"is_block_scale<in_out_t>() && C % {block} != 0")
     idx = _row_indices(call, 1, n, k, rows)
     return [_gather_rows(call.inputs[0], idx, rows)]
 

@@ -19,7 +19,7 @@ import itertools
 
 import numpy as np
 
-from ..dtypes import dtype_info, float_values
+from ..dtypes import BLOCK_SCALED, dtype_info, float_values
 from ._conv_small import small_conv2d, small_depthwise2d, small_matmul
 from ._layout_support import shape_input
 from ._levels import MAX_KERNEL, MAX_STRIDE
@@ -542,19 +542,9 @@ def _matmul(call: OpCall, in_dt: str, out_dt: str, c: int, a_zp, b_zp) -> np.nda
     return _int_matmul(a, b, a_zp, b_zp, c, out_dt)
 
 
-#: MATMUL_T (TOSA 1.1) floating-point operand types: the 1.0 float types plus the MX element
-#: types, whose zero point may be FP32 (the generator's block-scaled operands).
-MATMUL_T_FLOATS = (
-    "FP8E4M3",
-    "FP8E5M2",
-    "FP16",
-    "BF16",
-    "FP32",
-    "FP6E2M3",
-    "FP6E3M2",
-    "FP4E2M1",
-    "MXINT8",
-)
+#: MATMUL_T (TOSA 1.1) floating-point operand types: fp8, fp16, bf16, fp32 and the block-scaled
+#: types (bs32_fp8ue8m0_set_t), whose zero point is fp32 (as tosa-tools generates and runs them).
+MATMUL_T_FLOATS = ("FP8E4M3", "FP8E5M2", "FP16", "BF16", "FP32", *BLOCK_SCALED)
 
 
 def _matmul_t_out_types(a_dt: str, b_dt: str) -> tuple[str, ...]:
@@ -570,6 +560,19 @@ def _matmul_t_out_types(a_dt: str, b_dt: str) -> tuple[str, ...]:
     return ("BF16", "FP32")
 
 
+def _matmul_t_zero_points(call: OpCall, a_dt: str, b_dt: str) -> list[int | float]:
+    """A_zp and B_zp after their ERROR_IFs: the operand's type (fp32 for a block-scaled one),
+    zero unless the operand is i8_t."""
+    zps = []
+    for i, dt, what in ((2, a_dt, "A_zp"), (3, b_dt, "B_zp")):
+        zp_dt, want = call.in_dtype(i), "FP32" if dt in BLOCK_SCALED else dt
+        call.error_if(zp_dt != want, f"{what} element type {zp_dt} is not {want}")
+        zp = _zero_point(call, i, zp_dt, what)
+        call.error_if(dt != "INT8" and not zp == 0, f"!is_same<{dt}, i8_t>() && {what} != 0")
+        zps.append(zp)
+    return zps
+
+
 @register(
     "MATMUL_T", operands=("A", "B", "A_zp", "B_zp"), compliance=DOT_PRODUCT, kernel_size=input_dims(0, (2,), rank=3),
     int16=True,
@@ -579,7 +582,8 @@ def matmul_t(call: OpCall) -> list[np.ndarray]:
     """MATMUL_T (TOSA 1.1): A [N,H,C] x B [D,W,C] -> [N,H,W], B broadcast when D == 1.
 
     ``output[n, h, w] = sum_c (A[n, h, c] - A_zp) * (B[d, w, c] - B_zp)``, ``d = 0 if D == 1``.
-    A and B may have different float types (mixed precision).
+    A and B may have different float types (mixed precision), block-scaled ones among them: a
+    block-scaled element reads as value * scale.
     """
     call.check_arity(4, 1)
     a_dt, b_dt, out_dt = call.in_dtype(0), call.in_dtype(1), call.out_dtype()
@@ -593,17 +597,10 @@ def matmul_t(call: OpCall) -> list[np.ndarray]:
     call.error_if(d != n and d != 1, "D != N && D != 1")
     call.error_if(bc != c, "shape(B)[2] != C")
     call.error_if(tuple(o_shape) != (n, h, w), "shape(output) != [N, H, W]")
-    zps = []
-    for i, dt, what in ((2, a_dt, "A_zp"), (3, b_dt, "B_zp")):
-        zp_dt = call.in_dtype(i)
-        # a block-scaled operand's zero point is fp32 (the generator's scaled types)
-        call.error_if(
-            zp_dt != dt and not (zp_dt == "FP32" and dt in MATMUL_T_FLOATS),
-            f"{what} element type {zp_dt} does not match {dt}",
-        )
-        zp = _zero_point(call, i, zp_dt, what)
-        call.error_if(dt != "INT8" and not zp == 0, f"!is_same<{dt}, i8_t>() && {what} != 0")
-        zps.append(zp)
+    zps = _matmul_t_zero_points(call, a_dt, b_dt)
+    for dt, what in ((a_dt, "A_t"), (b_dt, "B_t")):
+        block = dtype_info(dt).block
+        call.error_if(block > 0 and c % block != 0, f"is_block_scale<{what}>() && C % {block} != 0")
     a, b = call.inputs[0], call.inputs[1]
     b_t = np.swapaxes(b, 1, 2)  # [D, C, W]
     if _is_float(out_dt):
