@@ -10,6 +10,8 @@ import numpy as np
 import torch
 import torch.fx as fx
 
+from tosa_verify.reference import no_gdb_backtrace
+
 from .qparams import QParams
 from .reference import TorchReference
 
@@ -138,7 +140,8 @@ class LoweredModel:
 
         if self.tosa is None:
             raise RuntimeError("model is split into several partitions; run them one by one")
-        outs, status = trm.run(self.tosa, [np.ascontiguousarray(a) for a in arrays])
+        with no_gdb_backtrace():
+            outs, status = trm.run(self.tosa, [np.ascontiguousarray(a) for a in arrays])
         if "VALID" not in str(status):
             raise RuntimeError(f"tosa_reference_model status {status}")
         return list(outs)

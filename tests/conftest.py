@@ -18,6 +18,9 @@ import torch
 from vgf.testing import vgf_device  # noqa: F401
 
 os.environ.setdefault("TOSA_VERIFY_THREADS", "1")
+# Tests call tosa_reference_model.run directly on graphs that fail an ERROR_IF; without this it
+# attaches gdb to the worker to print a backtrace (seconds of CPU each, for a known status).
+os.environ.setdefault("TOSA_MODEL_NO_BACKTRACE", "1")
 torch.set_num_threads(1)
 
 

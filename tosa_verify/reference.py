@@ -312,13 +312,37 @@ def _redirect_native_output() -> Iterator[list[str]]:
             sink.append(tmp.read().decode("utf8", "replace"))
 
 
+@contextlib.contextmanager
+def no_gdb_backtrace() -> Iterator[None]:
+    """The reference model attaches gdb to its own process to print a backtrace when a graph
+    fails an ERROR_IF, unless ``TOSA_MODEL_NO_BACKTRACE`` is set: seconds of CPU (gdb reads the
+    symbols of every library loaded, torch's included) for a status we already get. Set for the
+    call only, so the caller's environment is left as it was.
+
+    Example:
+        >>> import os
+        >>> with no_gdb_backtrace():
+        ...     os.environ["TOSA_MODEL_NO_BACKTRACE"]
+        '1'
+    """
+    before = os.environ.get("TOSA_MODEL_NO_BACKTRACE")
+    os.environ["TOSA_MODEL_NO_BACKTRACE"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["TOSA_MODEL_NO_BACKTRACE"]
+        else:
+            os.environ["TOSA_MODEL_NO_BACKTRACE"] = before
+
+
 def _run_python(
     data: bytes, block: Block, values: list[np.ndarray], outputs: list[str]
 ) -> tuple[list[np.ndarray], str]:
     import tosa_reference_model as trm
 
     ref_inputs = [to_reference_form(v, _decl(block, n).dtype) for n, v in zip(block.inputs, values, strict=True)]
-    with _redirect_native_output() as sink:
+    with _redirect_native_output() as sink, no_gdb_backtrace():
         try:
             results, status = trm.run(data, ref_inputs)
         except ValueError as exc:
