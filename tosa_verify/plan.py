@@ -27,7 +27,8 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
+from itertools import chain
+from operator import attrgetter, is_
 
 import numpy as np
 
@@ -112,20 +113,40 @@ def plan_for(block: Block) -> BlockPlan:
 _SHAPE, _ATTRS = attrgetter("shape"), attrgetter("attrs")
 
 
-def _graph_fingerprint(graph: Graph) -> tuple:
-    """What a graph's plans and memory bound depend on that a caller could replace: every
-    block's operators (and their attributes and op functions), tensor declarations (and their
-    data and shapes) and interface. Only C-level ``map`` calls: it is computed on every run of a
-    caller's Graph."""
-    parts: list = []
+def _graph_snapshot(graph: Graph) -> list[tuple]:
+    """What a graph's plans and memory bound depend on that a caller could replace, per block:
+    the block, its operators (and their attributes and op functions), tensor declarations (and
+    their data and shapes) and interface. The objects themselves are kept: :func:`_unchanged`
+    compares them by identity with C-level ``map`` calls (it runs on every run of a caller's
+    Graph)."""
+    snapshot = []
     for region in graph.regions:
         for block in region.blocks:
             ops = block.operators
-            decls = (*block.tensors.values(), *block.shapes.values())
-            parts += (id(block), *map(id, ops), *map(id, map(REGISTRY.get, map(_OP, ops))),
-                      *map(id, map(_ATTRS, ops)), *map(id, decls), *map(id, map(_DATA, decls)),
-                      *map(id, map(_SHAPE, decls)), *block.inputs, None, *block.outputs, None)
-    return tuple(parts)
+            decls = [*block.tensors.values(), *block.shapes.values()]
+            snapshot.append((block, ops, [*ops, *map(REGISTRY.get, map(_OP, ops)), *map(_ATTRS, ops)],
+                             [*decls, *map(_DATA, decls), *map(_SHAPE, decls)],
+                             block.inputs[:], block.outputs[:]))
+    return snapshot
+
+
+def _unchanged(graph: Graph, snapshot: list[tuple]) -> bool:
+    """Whether every object of ``snapshot`` (see :func:`_graph_snapshot`) is still in place."""
+    blocks = [b for r in graph.regions for b in r.blocks]
+    if len(blocks) != len(snapshot):
+        return False
+    for block, (was, ops, op_objects, decl_objects, inputs, outputs) in zip(blocks, snapshot, strict=True):
+        if block is not was or block.operators is not ops or len(op_objects) != 3 * len(ops):
+            return False
+        tensors, shapes = block.tensors, block.shapes
+        if len(decl_objects) != 3 * (len(tensors) + len(shapes)) or block.inputs != inputs \
+                or block.outputs != outputs:
+            return False
+        decls = (*tensors.values(), *shapes.values())
+        if not (all(map(is_, op_objects, chain(ops, map(REGISTRY.get, map(_OP, ops)), map(_ATTRS, ops))))
+                and all(map(is_, decl_objects, chain(decls, map(_DATA, decls), map(_SHAPE, decls))))):
+            return False
+    return True
 
 
 def verify_graph(graph: Graph) -> frozenset[int]:
@@ -133,8 +154,8 @@ def verify_graph(graph: Graph) -> frozenset[int]:
     of its blocks, whose cached plans are current.
 
     The memory need and the plans are kept on the graph and dropped when the graph was edited
-    since (its fingerprint changed). A graph of :func:`cached_graph` never leaves the
-    interpreter, so it is fingerprinted once only.
+    since (an object of its snapshot was replaced, see :func:`_unchanged`). A graph of
+    :func:`cached_graph` never leaves the interpreter, so it is never compared.
 
     >>> verify_graph(load("model.tosa"))   # doctest: +SKIP
     frozenset({140230...})
@@ -143,16 +164,15 @@ def verify_graph(graph: Graph) -> frozenset[int]:
     sealed = graph.__dict__.get("_sealed", False)
     if sealed and state is not None and tuple(map(REGISTRY.get, state[2])) != state[3]:
         state = None  # an op function was replaced (a test's or caller's wrapper) since
-    if state is None or not sealed:
-        fingerprint = None if sealed else _graph_fingerprint(graph)
-        if state is None or state[0] != fingerprint:
-            blocks = [b for r in graph.regions for b in r.blocks]
-            for block in blocks:
-                block.__dict__.pop("_plan", None)
-            graph.__dict__.pop("_memory", None)
-            names = tuple(op.op for b in blocks for op in b.operators)
-            state = (fingerprint, frozenset(map(id, blocks)), names, tuple(map(REGISTRY.get, names)))
-            graph.__dict__["_verified"] = state
+    if state is None or not (sealed or _unchanged(graph, state[0])):
+        blocks = [b for r in graph.regions for b in r.blocks]
+        for block in blocks:
+            block.__dict__.pop("_plan", None)
+        graph.__dict__.pop("_memory", None)
+        names = tuple(op.op for b in blocks for op in b.operators)
+        state = (None if sealed else _graph_snapshot(graph), frozenset(map(id, blocks)), names,
+                 tuple(map(REGISTRY.get, names)))
+        graph.__dict__["_verified"] = state
     check_need(*cached_graph_memory(graph))
     return state[1]
 

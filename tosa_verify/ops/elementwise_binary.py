@@ -91,7 +91,31 @@ def prepare_add_sub(call: OpCall):
         # (float64 holds 2 * 24 + 2 bits: the double rounding is innocuous for FP32).
         ufunc = np.add if sign > 0 else np.subtract
         return lambda run: [ufunc(run.inputs[0], run.inputs[1])]
+    if dt == "INT32":
+        return _checked_int32(np.add if sign > 0 else np.subtract, _working(call),
+                              lambda run: _add_sub_values(run, run.inputs[0], run.inputs[1], dt, sign))
     return lambda run: _add_sub_values(run, run.inputs[0], run.inputs[1], dt, sign)
+
+
+def _checked_int32(ufunc, working: np.dtype, full, rounding: int = 0):
+    """The kernel of an INT32 ``ufunc`` (ADD, SUB, MUL) whose exact int64 result, optionally
+    rounded right by ``rounding`` bits, must fit int32: one int64 ufunc, one cast and one
+    comparison per run. Any value outside int32 makes ``full`` (the op's general path) report
+    the REQUIRE failure as it always does."""
+    if rounding:
+        half, shift = I64(1) << I64(rounding - 1), I64(rounding)
+
+    def kernel(run: OpCall) -> list[np.ndarray]:
+        c = ufunc(run.inputs[0], run.inputs[1], dtype=I64)
+        if rounding:
+            c += half  # int64 wraps here exactly as in _mul_values (C++ int64 arithmetic)
+            c >>= shift
+        out = c.astype(working)
+        if (out != c).any():
+            return full(run)
+        return [out]
+
+    return kernel
 
 
 def _add_sub_values(call: OpCall, a: np.ndarray, b: np.ndarray, dt: str, sign: int) -> list[np.ndarray]:
@@ -282,7 +306,14 @@ def prepare_mul(call: OpCall):
     if dt in ("INT8", "INT16"):
         # shift is 0 (REQUIRE above) and the product of two int16 values fits int32 exactly
         return lambda run: [np.multiply(run.inputs[0], run.inputs[1], dtype=np.int32)]
-    return lambda run: _mul_values(run, run.inputs[0], run.inputs[1], shift)
+    full = lambda run: _mul_values(run, run.inputs[0], run.inputs[1], shift)  # noqa: E731
+    if dt == "INT32" and shift > 0:
+        return _checked_int32(np.multiply, _working(call), full, shift)
+    if dt == "INT32":
+        # apply_mul_s<int32> with shift 0 keeps the low 32 bits: numpy's wrapping int32 product
+        working = _working(call)
+        return lambda run: [np.multiply(run.inputs[0], run.inputs[1], dtype=working)]
+    return full
 
 
 def _mul_checks(call: OpCall) -> tuple[int, int]:
@@ -375,7 +406,20 @@ def prepare_table(call: OpCall):
     # int16: whether every slope fits int16 (then no lookup can break the REQUIRE)
     lo, hi = int_range("INT16")
     slopes_fit = bool(np.all((np.diff(tab) >= lo) & (np.diff(tab) <= hi)))
-    return lambda run: [_lookup(run, run.inputs[0], tab, slopes_fit)]
+    if not slopes_fit or _working(call) != np.int32:
+        return lambda run: [_lookup(run, run.inputs[0], tab, slopes_fit)]
+    # apply_lookup_s in int32, exactly: base << 7 is 23 bits, |slope * fraction| < 2**22.
+    # (value + 32768) is the int16's bit pattern with the sign bit flipped; its low 7 bits
+    # equal value & 0x7F (32768 is a multiple of 128).
+    base7 = (tab[:512] << 7).astype(np.int32)
+    slope = np.diff(tab).astype(np.int32)
+
+    def kernel(run: OpCall) -> list[np.ndarray]:
+        biased = run.inputs[0].view(np.uint16) ^ np.uint16(0x8000)
+        index = biased >> np.uint16(7)
+        return [base7[index] + slope[index] * (biased & np.uint16(0x7F))]
+
+    return kernel
 
 
 def _table_checks(call: OpCall) -> None:

@@ -155,13 +155,13 @@ def _sum(call: OpCall, x: np.ndarray, axis: int, dtype: str) -> np.ndarray:
     if dtype == "INT32":
         # apply_add_s<i32_t> REQUIREs every partial sum (in the spec's order) to fit int32;
         # int64 cumulative sums of at most 2**31 int32 values cannot overflow.
-        wide = x.astype(np.int64)
+        # (int64 accumulators via dtype=: no int64 copy of x, small tensors are call-bound)
         lo, hi = int_range("INT32")
         # no partial sum leaves int32 when axis length * the largest magnitude stays inside it
-        if wide.size and max(-int(wide.min()), int(wide.max())) * x.shape[axis] > hi:
-            partial = np.cumsum(wide, axis=axis)
+        if x.size and max(-int(x.min()), int(x.max())) * x.shape[axis] > hi:
+            partial = np.cumsum(x, axis=axis, dtype=np.int64)
             call.require(partial.min() >= lo and partial.max() <= hi, "apply_add_s<i32_t>: partial sum within int32")
-        return np.sum(wide, axis=axis, keepdims=True).astype(np.int32)
+        return np.sum(x, axis=axis, keepdims=True, dtype=np.int64).astype(np.int32)
     # Float sums: a dot product with a vector of ones. float64 accumulation is far inside the
     # dot-product error bound, and a single final rounding to the output type.
     # "+ 0.0" because the spec's accumulator starts at +0: a sum of only -0.0 is +0.0.
