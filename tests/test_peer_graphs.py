@@ -7,33 +7,82 @@ exactly, and for an FP transformer block they stay within the spec's compliance 
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
+import inspect
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
-import torch
 
 import tosa_verify
 
+#: ExecuTorch's lowerings of the two models, shipped so that a fresh clone's default run does not
+#: spend ~30 CPU seconds per graph in ExecuTorch. A file's name carries a key of everything that
+#: decides its bytes (package versions, the model code, the peer's lowering code): after any
+#: change it misses and the graph is lowered again. The slow test below lowers afresh and compares.
+SHIPPED_DIR = Path(__file__).resolve().parent / "data" / "peer_graphs"
+#: graph name -> (zoo factory, the model classes it builds, profile)
+PEER_GRAPHS = {
+    "ds_cnn-INT": ("ds_cnn", ("DSCNN",), "INT"),
+    "transformer_block-FP": ("transformer_block", ("EncoderBlock",), "FP"),
+}
 
-def _executorch_tosa(model: torch.nn.Module, example: tuple, profile: str) -> bytes:
-    from _peer import executorch_tosa  # benchmarks/_peer.py, on sys.path through pyproject
 
-    return executorch_tosa(model, example, profile).tosa
+def _key(name: str) -> str:
+    import _peer  # benchmarks/_peer.py, on sys.path through pyproject
+
+    from lowering import zoo
+
+    factory, classes, profile = PEER_GRAPHS[name]
+    digest = hashlib.sha256(f"{name};{profile};".encode())
+    for dist in ("torch", "torchao", "executorch", "tosa-tools"):
+        digest.update(f"{dist}={importlib.metadata.version(dist)};".encode())
+    for obj in (getattr(zoo, factory), *(getattr(zoo, c) for c in classes), _peer.executorch_tosa,
+                _peer._pt2e_quantize):
+        digest.update(inspect.getsource(obj).encode())
+    return digest.hexdigest()[:20]
+
+
+def _lower_with_executorch(name: str) -> bytes:
+    from _peer import executorch_tosa
+
+    from lowering import zoo
+
+    factory, _, profile = PEER_GRAPHS[name]
+    model, example, _ = getattr(zoo, factory)()
+    return executorch_tosa(model.eval(), example, profile).tosa
+
+
+def _peer_tosa(name: str) -> bytes:
+    shipped = SHIPPED_DIR / f"{name}-{_key(name)}.tosa"
+    return shipped.read_bytes() if shipped.is_file() else _lower_with_executorch(name)
 
 
 @pytest.fixture(scope="module")
 def peer_int_cnn() -> bytes:
-    from lowering.zoo import ds_cnn
-
-    model, example, _ = ds_cnn()
-    return _executorch_tosa(model.eval(), example, "INT")
+    return _peer_tosa("ds_cnn-INT")
 
 
 @pytest.fixture(scope="module")
 def peer_fp_transformer() -> bytes:
-    from lowering.zoo import transformer_block
+    return _peer_tosa("transformer_block-FP")
 
-    model, example, _ = transformer_block()
-    return _executorch_tosa(model.eval(), example, "FP")
+
+def test_shipped_peer_graphs_are_current():
+    """A shipped graph whose key no longer matches would silently cost a lowering: regenerate it
+    (``python -m tests.test_peer_graphs``)."""
+    for name in PEER_GRAPHS:
+        assert (SHIPPED_DIR / f"{name}-{_key(name)}.tosa").is_file(), (
+            f"no shipped {name} graph for today's versions: run python -m tests.test_peer_graphs")
+    assert len(list(SHIPPED_DIR.glob("*.tosa"))) == len(PEER_GRAPHS), "stale shipped graphs left over"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(PEER_GRAPHS))
+def test_shipped_peer_graphs_are_what_executorch_lowers_today(name):
+    assert (SHIPPED_DIR / f"{name}-{_key(name)}.tosa").read_bytes() == _lower_with_executorch(name)
 
 
 def test_quantized_cnn_from_executorch_is_bit_exact(peer_int_cnn):
@@ -89,3 +138,13 @@ def test_precise_diff_of_an_integer_graph_runs_normally(peer_int_cnn):
     graph = tosa_verify.load(peer_int_cnn)
     report = tosa_verify.diff(graph, random_inputs(graph, 3), precise=True)
     assert report.ok and report.first_divergence is None, report.format_table()
+
+
+if __name__ == "__main__":  # python -m tests.test_peer_graphs: (re)write the shipped graphs
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    SHIPPED_DIR.mkdir(parents=True, exist_ok=True)
+    for old in SHIPPED_DIR.glob("*.tosa"):
+        old.unlink()
+    for graph_name in PEER_GRAPHS:
+        (SHIPPED_DIR / f"{graph_name}-{_key(graph_name)}.tosa").write_bytes(_lower_with_executorch(graph_name))
+        print("wrote", graph_name)
