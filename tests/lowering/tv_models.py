@@ -45,10 +45,10 @@ def import_torchvision():
     return torchvision
 
 
-def build(name: str, seed: int = 0, calibration_batches: int = 4):
+def build(name: str, seed: int = 0, calibration_batches: int = 4, size: int | None = None):
     """torchvision model ``name`` with seeded random weights, an example input and
     calibration inputs (seeded noise, then the example); 1x3xSIZExSIZE, or the size
-    :data:`MORE_MODELS` gives.
+    :data:`MORE_MODELS` gives (``size`` overrides both).
 
     Example:
         >>> model, example, calibration = build("squeezenet1_1")
@@ -57,7 +57,7 @@ def build(name: str, seed: int = 0, calibration_batches: int = 4):
     """
     tv = import_torchvision()
     torch.manual_seed(seed)
-    size = MORE_MODELS.get(name, SIZE)
+    size = size or MORE_MODELS.get(name, SIZE)
     kwargs = {**_KWARGS.get(name, {}), **({"image_size": size} if name.startswith("vit_") else {})}
     model = getattr(tv.models, name)(weights=None, **kwargs).eval()
     gen = torch.Generator().manual_seed(seed + 1)
@@ -67,10 +67,15 @@ def build(name: str, seed: int = 0, calibration_batches: int = 4):
     return model, example, calibration
 
 
-def held_out(n: int = 4, seed: int = 123) -> list[tuple[torch.Tensor]]:
-    """Inputs no calibration saw."""
+def held_out(n: int = 4, seed: int = 123, size: int = SIZE) -> list[tuple[torch.Tensor]]:
+    """Inputs no calibration saw, 1x3x``size``x``size``.
+
+    Example:
+        >>> tuple(held_out(2, size=64)[1][0].shape)
+        (1, 3, 64, 64)
+    """
     gen = torch.Generator().manual_seed(seed)
-    return [(torch.randn(1, 3, SIZE, SIZE, generator=gen),) for _ in range(n)]
+    return [(torch.randn(1, 3, size, size, generator=gen),) for _ in range(n)]
 
 
 def _factory(name: str):
