@@ -27,7 +27,7 @@ SIZE = 96
 #: not here.
 MORE_MODELS = {"mobilenet_v3_large": 64, "googlenet": 64, "convnext_tiny": 64,
                "squeezenet1_0": 64, "shufflenet_v2_x1_0": 64, "regnet_x_400mf": 64,
-               "resnet34": 64, "alexnet": 64}
+               "resnet34": 64, "alexnet": 64, "vgg11": 64}
 #: Probed whole and exact too (``benchmarks/probe_torchvision.py``) but slow or uninformative
 #: here: densenet121 and regnet_y_400mf (minutes to lower), and mnasnet* / efficientnet_b*,
 #: whose random-init outputs are ~1e-8 / ~1e-14 (torchvision's init), so INT is trivially exact.
