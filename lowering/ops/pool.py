@@ -245,7 +245,10 @@ def adaptive_windows(size: int, out: int) -> list[tuple[int, int]]:
 
 def _uneven_adaptive(em, node, x_node, x, in_shape, oh, ow):
     """adaptive_avg_pool2d with uneven windows: one SLICE + AVG_POOL2D per output element
-    (windows of one output row share a row SLICE), CONCAT along W, then along H."""
+    (windows of one output row share a row SLICE), CONCAT along W, then along H; INT8 by
+    :func:`_uneven_adaptive_int`."""
+    if em.is_int and em.qin(node, x_node).dtype == torch.int8:
+        return _uneven_adaptive_int(em, node, x_node, x, in_shape, oh, ow)
     n, _, w_in, c = in_shape
     dt = em.writer.dtypes[x]
     izp, ozp, acc = _zps(em, node, x_node)
@@ -275,6 +278,41 @@ def _uneven_adaptive(em, node, x_node, x, in_shape, oh, ow):
     out = em.out(node, NHWC)
     em.writer.op("CONCAT", rows, out, axis=1)
     return out
+
+
+def _uneven_adaptive_int(em, node, x_node, x, in_shape, oh, ow):
+    """INT8 uneven adaptive average pool rounded once, ties to even, like the fake-quant
+    quantize (per-window AVG_POOL2D rounds .5 away from zero, and a requantize after it
+    rounds twice; vgg's 2x2 -> 7x7 head meets those ties). Exact INT32 window sums (one
+    SLICE + :func:`_int_window_sums` per output element), scaled to a common divisor ``L``
+    (the LCM of the window areas) by one MUL with the integers ``L / area``, then one
+    RESCALE by ``s_in / (L * s_out)``."""
+    n, h_in, w_in, c = in_shape
+    rows_w, cols_w = adaptive_windows(h_in, oh), adaptive_windows(w_in, ow)
+    rows = []
+    for i, (h0, h1) in enumerate(rows_w):
+        cells = []
+        for j, (w0, w1) in enumerate(cols_w):
+            cell = em.new(f"r{i}c{j}", [n, h1 - h0, w1 - w0, c], em.writer.dtypes[x])
+            em.writer.op("SLICE", [x, em.const_shape(f"r{i}c{j}_start", [0, h0, w0, 0]),
+                                   em.const_shape(f"r{i}c{j}_size", [n, h1 - h0, w1 - w0, c])],
+                         cell)
+            cells.append(_int_window_sums(em, node, x_node, cell, [h1 - h0, w1 - w0], [1, 1],
+                                          [0, 0, 0, 0]))
+        rows.append(em.new(f"r{i}_cat", [n, 1, ow, c], "INT32"))
+        em.writer.op("CONCAT", cells, rows[-1], axis=2)
+    sums = em.new("sums_cat", [n, oh, ow, c], "INT32")
+    em.writer.op("CONCAT", rows, sums, axis=1)
+    areas = np.array([[(h1 - h0) * (w1 - w0) for w0, w1 in cols_w] for h0, h1 in rows_w])
+    lcm = int(np.lcm.reduce(areas.ravel()))
+    if lcm > 1 and (areas != lcm).any():  # bring every window to the divisor L
+        weights = em.const("lcm_w", (lcm // areas).reshape(1, oh, ow, 1), "INT32", [1, oh, ow, 1])
+        scaled = em.new("sums_l", [n, oh, ow, c], "INT32")
+        em.writer.op("MUL", [sums, weights, em.const("mul_shift", [0], "INT8", [1])], scaled)
+        sums = scaled
+    qi, qo = em.qin(node, x_node), em.qout(node)
+    return rescale_ties_even(em, sums, INT_OF[qo.dtype], qi.s / (lcm * qo.s), qo.zp, "rescale",
+                             out_name=em.out(node, NHWC))
 
 
 @register(aten.adaptive_avg_pool2d.default, aten._adaptive_avg_pool2d.default)

@@ -187,6 +187,11 @@ TIE_CASES = {
     "mean_spatial_no_keepdim": (lambda: Fn(lambda x: x.mean((2, 3))), (1, 64, 2, 2)),
     "avg_pool2d_divisor_4": (lambda: Fn(lambda x: F.avg_pool2d(x, 2, divisor_override=4)),
                              (1, 16, 4, 4)),
+    # uneven adaptive windows of 1, 2 and 4 pixels: vgg's head at a 64x64 input (2x2 -> 7x7)
+    "adaptive_avg_pool2d_2x2_to_7x7": (lambda: nn.AdaptiveAvgPool2d(7), (1, 64, 2, 2)),
+    "vgg_head_2x2_to_7x7": (lambda: nn.Sequential(
+        nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(7), nn.Flatten(),
+        nn.Linear(16 * 49, 10)), (1, 8, 2, 2)),
 }
 
 

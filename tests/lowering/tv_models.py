@@ -25,7 +25,12 @@ SIZE = 96
 #: not compiled by Vela in the tests): name -> input height and width. swin_t lowers whole
 #: too, but its INT outputs differ from float64 fake-quant by up to 6 steps: not exact, so
 #: not here.
-MORE_MODELS = {"mobilenet_v3_large": 64, "googlenet": 64, "convnext_tiny": 64}
+MORE_MODELS = {"mobilenet_v3_large": 64, "googlenet": 64, "convnext_tiny": 64,
+               "squeezenet1_0": 64, "shufflenet_v2_x1_0": 64, "regnet_x_400mf": 64,
+               "resnet34": 64, "alexnet": 64, "vgg11": 64}
+#: Probed whole and exact too (``benchmarks/probe_torchvision.py``) but slow or uninformative
+#: here: densenet121 and regnet_y_400mf (minutes to lower), and mnasnet* / efficientnet_b*,
+#: whose random-init outputs are ~1e-8 / ~1e-14 (torchvision's init), so INT is trivially exact.
 #: Constructor arguments a model needs for random weights at a small input.
 _KWARGS = {"googlenet": {"aux_logits": False, "init_weights": True},
            "inception_v3": {"aux_logits": False, "init_weights": True}}
@@ -45,10 +50,10 @@ def import_torchvision():
     return torchvision
 
 
-def build(name: str, seed: int = 0, calibration_batches: int = 4):
+def build(name: str, seed: int = 0, calibration_batches: int = 4, size: int | None = None):
     """torchvision model ``name`` with seeded random weights, an example input and
     calibration inputs (seeded noise, then the example); 1x3xSIZExSIZE, or the size
-    :data:`MORE_MODELS` gives.
+    :data:`MORE_MODELS` gives (``size`` overrides both).
 
     Example:
         >>> model, example, calibration = build("squeezenet1_1")
@@ -57,7 +62,7 @@ def build(name: str, seed: int = 0, calibration_batches: int = 4):
     """
     tv = import_torchvision()
     torch.manual_seed(seed)
-    size = MORE_MODELS.get(name, SIZE)
+    size = size or MORE_MODELS.get(name, SIZE)
     kwargs = {**_KWARGS.get(name, {}), **({"image_size": size} if name.startswith("vit_") else {})}
     model = getattr(tv.models, name)(weights=None, **kwargs).eval()
     gen = torch.Generator().manual_seed(seed + 1)
@@ -67,10 +72,15 @@ def build(name: str, seed: int = 0, calibration_batches: int = 4):
     return model, example, calibration
 
 
-def held_out(n: int = 4, seed: int = 123) -> list[tuple[torch.Tensor]]:
-    """Inputs no calibration saw."""
+def held_out(n: int = 4, seed: int = 123, size: int = SIZE) -> list[tuple[torch.Tensor]]:
+    """Inputs no calibration saw, 1x3x``size``x``size``.
+
+    Example:
+        >>> tuple(held_out(2, size=64)[1][0].shape)
+        (1, 3, 64, 64)
+    """
     gen = torch.Generator().manual_seed(seed)
-    return [(torch.randn(1, 3, SIZE, SIZE, generator=gen),) for _ in range(n)]
+    return [(torch.randn(1, 3, size, size, generator=gen),) for _ in range(n)]
 
 
 def _factory(name: str):
