@@ -1,5 +1,5 @@
 """Ops transformer blocks bring that ``torch.export`` keeps composite or computes: einsum and
-swapaxes/movedim (MaxViT), a linear whose bias is computed and ``zero_`` (Swin v2's qkv bias).
+swapaxes/movedim (MaxViT), ``.to(device)`` (Swin2SR), a linear whose bias is computed and ``zero_`` (Swin v2's qkv bias).
 FP against PyTorch, INT within one step of the fake-quant model; every case lowers whole."""
 
 from __future__ import annotations
@@ -38,6 +38,13 @@ class Moves(nn.Module):
         return torch.movedim(x.swapaxes(1, 3), 0, 2).swapdims(0, 1) * 2.0
 
 
+class ToDevice(nn.Module):
+    """Swin2SR (transformers) moves a computed tensor ``.to(x.device)``."""
+
+    def forward(self, x):
+        return (x * 2.0).to(x.device) + 1.0
+
+
 class ComputedBias(nn.Module):
     """Swin v2's attention: the qkv bias with its k third zeroed, passed to F.linear."""
 
@@ -57,6 +64,7 @@ CASES = {
     "einsum_transpose_sum": (Einsum("bij->bj"), (randn(2, 3, 4),)),
     "einsum_outer": (Einsum("i,j->ij"), (randn(4), randn(3))),
     "swapaxes_movedim": (Moves(), (randn(2, 3, 4, 5),)),
+    "to_device": (ToDevice(), (randn(2, 3),)),
     "linear_computed_bias": (ComputedBias(), (randn(2, 3, 8),)),
 }
 

@@ -15,7 +15,7 @@ aten = torch.ops.aten
 
 #: ops with no emitter of their own whose PyTorch decomposition lowers
 COMPOSITE_OPS = (aten.einsum.default, aten.swapaxes.default, aten.swapdims.default,
-                 aten.movedim.int, aten.movedim.intlist, aten.moveaxis.int)
+                 aten.movedim.int, aten.movedim.intlist, aten.moveaxis.int, aten.to.device)
 
 
 _RESHAPES = {aten.view.default: aten.reshape.default,
@@ -27,7 +27,9 @@ def composite(gm, n, b):
     """Trace ``n.target.decompose`` on zeros shaped like the inputs and splice the traced
     graph in place of ``n`` (its constants become constants of ``gm``)."""
     inputs = n.all_input_nodes
-    if any(val(x) is None for x in inputs):
+    implicit = torch._C._dispatch_has_kernel_for_dispatch_key(n.target.name(),
+                                                              "CompositeImplicitAutograd")
+    if not implicit or any(val(x) is None for x in inputs):
         return None
     examples = [torch.zeros(tuple(val(x).shape), dtype=val(x).dtype) for x in inputs]
 
