@@ -21,6 +21,8 @@ import importlib
 import io
 import itertools
 import re
+import sys
+import types
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -85,6 +87,27 @@ class _Recorder:
 
 def _recorder(profile: str, calls: list) -> type:
     return type(f"Recorded{profile}", (_Recorder,), {"profile": profile, "calls": calls})
+
+
+def allow_torchvision() -> None:
+    """Let ``import torchvision`` work beside the CPU torch (PyPI's 0.28.0 is a CUDA build
+    whose ``torchvision::nms`` meta registration fails; see ``tests/lowering/tv_models.py``).
+
+    ExecuTorch's model tests import torchvision, and ``transformers`` imports it too
+    (Swin2SR). Also a pytest plugin hook (``-p _et_suite``) for ExecuTorch's own run.
+
+    Example:
+        >>> allow_torchvision()
+        >>> "torchvision._meta_registrations" in sys.modules
+        True
+    """
+    sys.modules.setdefault("torchvision._meta_registrations",
+                           types.ModuleType("torchvision._meta_registrations"))
+
+
+def pytest_configure(config) -> None:
+    """Pytest plugin hook: the same environment for ExecuTorch's child pytest run."""
+    allow_torchvision()
 
 
 def _test_dir() -> Path:
@@ -165,11 +188,14 @@ def collect(files: Iterable[str] | None = None, kind: str = "ops",
 
 def _collect_file(file: str, kind: str, profiles) -> list[EtCase]:
     modname = f"executorch.backends.arm.test.{kind}.{Path(file).stem}"
+    allow_torchvision()
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
         try:
             mod = importlib.import_module(modname)
-        except Exception:  # noqa: BLE001 - a test module that needs what is not installed
+        except KeyboardInterrupt:
+            raise
+        except BaseException:  # noqa: BLE001 - needs what is not installed (pytest.skip too)
             return []
     calls: list = []
     saved = {}

@@ -14,6 +14,7 @@ Prints pass / partial / wrong / error counts for both, per profile, and the case
     python benchmarks/bench_et_suite.py --all           # every case (hours on 2 cores)
     python benchmarks/bench_et_suite.py --files test_add.py test_conv2d.py --ours-only
     python benchmarks/bench_et_suite.py --json results.json
+    python benchmarks/bench_et_suite.py --kind models --all   # the whole-model tests
 """
 
 from __future__ import annotations
@@ -92,21 +93,26 @@ def _judge_all(cases, timeout: int, verdicts: dict) -> None:
             print(f"  ours: {i + 1}/{len(cases)} cases, {n_pass} pass", file=sys.stderr, flush=True)
 
 
-def run_executorch(cases, workers: int, timeout: int) -> dict[str, _et_suite.Verdict]:
+def run_executorch(cases, workers: int, timeout: int,
+                   kind: str = "ops") -> dict[str, _et_suite.Verdict]:
     """ExecuTorch's verdict for every case: its own test, run by pytest in a child process."""
     test_dir = _et_suite._test_dir()
     ids = sorted({c.id.split("#")[0] for c in cases})
     verdicts: dict[str, _et_suite.Verdict] = {}
     with tempfile.TemporaryDirectory(prefix="et-suite-") as tmp:
         listing = Path(tmp, "ids.txt")
-        listing.write_text("\n".join(str(test_dir / "ops" / i) for i in ids))
+        listing.write_text("\n".join(str(test_dir / kind / i) for i in ids))
         junit = Path(tmp, "junit.xml")
-        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+        # -p _et_suite: its pytest_configure lets the model tests import torchvision
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "_et_suite",
+               "-o", "addopts=",
                "--rootdir", str(test_dir), f"--junitxml={junit}", "-W", "ignore",
                f"@{listing}"]
         if workers > 1:
             cmd += ["-n", str(workers)]
-        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        here = str(Path(__file__).resolve().parent)
+        env = {**os.environ, "OMP_NUM_THREADS": "1",
+               "PYTHONPATH": os.pathsep.join(filter(None, (here, os.environ.get("PYTHONPATH"))))}
         print(f"  ExecuTorch: pytest on {len(ids)} cases ...", file=sys.stderr, flush=True)
         subprocess.run(cmd, cwd=tmp, env=env, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL, timeout=timeout)
@@ -139,7 +145,9 @@ def table(cases, ours, theirs) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--files", nargs="*", help="ExecuTorch test files (default: all ops tests)")
+    ap.add_argument("--files", nargs="*", help="ExecuTorch test files (default: all of --kind)")
+    ap.add_argument("--kind", choices=["ops", "models"], default="ops",
+                    help="ExecuTorch's op tests or its whole-model tests")
     ap.add_argument("--all", action="store_true", help="every case, not 3 per test function")
     ap.add_argument("--per-function", type=int, default=3)
     ap.add_argument("--profile", choices=["INT", "FP"], action="append")
@@ -154,7 +162,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     start = time.perf_counter()
-    cases = _et_suite.collect(args.files, profiles=tuple(args.profile or ("INT", "FP")))
+    cases = _et_suite.collect(args.files, kind=args.kind, profiles=tuple(args.profile or ("INT", "FP")))
     cases = [c for c in cases if c.skip is None]
     cases = sample(cases, None if args.all else args.per_function)
     print(f"{len(cases)} cases collected in {time.perf_counter() - start:.0f} s", file=sys.stderr)
@@ -165,7 +173,8 @@ def main(argv=None) -> int:
         theirs = {c.id: _et_suite.Verdict(**saved[c.id]["executorch"]) if saved.get(c.id, {})
                   .get("executorch") else none for c in cases}
     else:
-        theirs = None if args.ours_only else run_executorch(cases, args.workers, 20 * 3600)
+        theirs = None if args.ours_only else run_executorch(cases, args.workers, 20 * 3600,
+                                                                 args.kind)
     print(table(cases, ours, theirs))
     losses = [c for c in cases if ours[c.id].status != "pass" and
               (theirs is None or theirs[c.id].status == "pass")]

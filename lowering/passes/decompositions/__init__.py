@@ -4,6 +4,7 @@ family; importing this package registers them (:mod:`lowering.passes.rewrites`).
 from . import (  # noqa: F401
     activation,
     arith,
+    composite,
     creation,
     indexing,
     matmul,

@@ -24,7 +24,7 @@ def factory(gm, n, b):
 
 @decomposition(aten.full_like.default, aten.zeros_like.default, aten.ones_like.default,
                aten.new_full.default, aten.new_zeros.default, aten.new_ones.default,
-               aten.fill.Scalar, aten.fill.Tensor)
+               aten.fill.Scalar, aten.fill.Tensor, aten.zero.default)
 def factory_like(gm, n, b):
     """``*_like(x, ...)`` / ``x.new_*(...)`` read only the shape and dtype of ``x``: evaluated
     on an empty tensor of that shape and dtype, the result is a constant."""

@@ -109,6 +109,10 @@ def linear(gm, n, b):
     x, w = n.args[0], n.args[1]
     bias = arg(n, 2, "bias")
     if get_constant(gm, w) is not None or (val(w) is not None and val(w).dim() != 2):
+        if bias is not None and get_constant(gm, bias) is None:
+            # a computed bias (Swin v2 zeroes the k part of its qkv bias): CONV2D's bias is
+            # a constant, so the bias is added after
+            return b(aten.add.Tensor, b(aten.linear.default, x, w), bias)
         if bias is None or b.profile != "INT" or not _shared_bias(gm, n, bias):
             return None
         return b(aten.linear.default, x, w, b.const(gm, get_constant(gm, bias), "lin_b"))
