@@ -74,12 +74,20 @@ def test_default_subset_is_not_empty():
     assert len(cases) >= 10
 
 
+def _asked_for(metafunc, marker: str) -> bool:
+    return marker in (metafunc.config.option.markexpr or "").replace(f"not {marker}", "")
+
+
 def pytest_generate_tests(metafunc):
-    """Collect the whole suite (20 s of imports) only when ``-m et_suite`` asks for it."""
-    if metafunc.function is not test_executorch_op_suite:
-        return
-    wanted = "et_suite" in (metafunc.config.option.markexpr or "").replace("not et_suite", "")
-    metafunc.parametrize("case", _params(None, first_only=False) if wanted else [])
+    """Collect the whole op suite (20 s of imports) only when ``-m et_suite`` asks for it, and
+    the slow model cases (the model files' imports: seconds in every xdist worker) only with
+    ``-m slow``."""
+    if metafunc.function is test_executorch_op_suite:
+        metafunc.parametrize("case", _params(None, first_only=False) if _asked_for(metafunc, "et_suite") else [])
+    elif metafunc.function is test_executorch_model_case_slow:
+        cases = (_model_params(MODEL_FILES_FAST, slow=True) + _model_params(MODEL_FILES_SLOW, slow=True)
+                 if _asked_for(metafunc, "slow") else [])
+        metafunc.parametrize("case", cases)
 
 
 @pytest.mark.et_suite
@@ -124,15 +132,17 @@ MODEL_GAPS: dict[str, str] = {
 
 
 def _model_params(files, slow: bool):
+    """The default run takes the first passing case of each INT/FP test of ``files``; ``slow``
+    every other case (the known gaps as strict expected failures)."""
+    cases = [c for c in _et_suite.collect(files, kind="models") if c.skip is None and c.et_xfail is None]
+    quick = [c for c in cases if c.id not in MODEL_GAPS and not any(s in c.id for s in SLOW_MODELS)]
+    default_ids = {c.id for c in _first_per_function(quick)} if files is MODEL_FILES_FAST else set()
     params = []
-    for p in _params(files, first_only=False, kind="models"):
-        case = p.values[0]
-        # the known gaps run with the slow ones: the default run keeps what we pass
-        if slow == (files is MODEL_FILES_SLOW or case.id in MODEL_GAPS or
-                    any(s in case.id for s in SLOW_MODELS)):
-            marks = [pytest.mark.xfail(strict=True, reason=MODEL_GAPS[case.id])] \
-                if case.id in MODEL_GAPS else []
-            params.append(pytest.param(case, id=case.id, marks=marks))
+    for case in cases:
+        if slow == (case.id in default_ids):
+            continue
+        marks = [pytest.mark.xfail(strict=True, reason=MODEL_GAPS[case.id])] if case.id in MODEL_GAPS else []
+        params.append(pytest.param(case, id=case.id, marks=marks))
     return params
 
 
@@ -142,8 +152,6 @@ def test_executorch_model_case(case):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", _model_params(MODEL_FILES_FAST, slow=True) +
-                         _model_params(MODEL_FILES_SLOW, slow=True))
 def test_executorch_model_case_slow(case):
     _check(case)
 
