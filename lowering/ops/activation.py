@@ -107,7 +107,8 @@ def int8_table(fn, qi, qo) -> np.ndarray:
     x = (q - float(qi.zp)) * float(qi.s)
     y = torch.as_tensor(fn(x)).double()
     out = torch.round(y / float(qo.s)) + float(qo.zp)
-    return out.clamp(qo.qmin, qo.qmax).numpy().astype(np.int8)
+    # torch's cast, as quantize_per_tensor casts: a NaN entry (acos outside [-1, 1]) becomes 0
+    return out.clamp(qo.qmin, qo.qmax).to(torch.int8).numpy()
 
 
 def int16_table(fn, qi, qo) -> np.ndarray:

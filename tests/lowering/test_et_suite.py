@@ -112,16 +112,14 @@ MODEL_FILES_SLOW = ("test_ds_cnn.py", "test_deep_autoencoder.py", "test_resnet8.
 MODEL_GAPS: dict[str, str] = {
     **{f"test_nn_functional.py::test_nn_functional_tosa_{p}[{case}]": why
        for p in ("INT", "FP") for case, why in (
-           ("unfold", "aten.im2col not lowered"), ("fold", "aten.col2im not lowered"),
-           ("threshold", "aten.threshold not lowered"))},
+           (("fold", "aten.col2im not lowered (an accumulating index_put)"),))},
     "test_nn_functional.py::test_nn_functional_tosa_INT[grid_sample]":
         "aten.grid_sampler not lowered in INT",
     **{f"test_torch_functions.py::test_torch_functions_tosa_{p}[nonzero]":
        "nonzero: data-dependent output shape" for p in ("INT", "FP")},
     **{f"test_nn_functional.py::test_nn_functional_tosa_{p}[{case}]": why
        for p in ("INT", "FP") for case, why in (
-           ("cosine_similarity", "aten.clamp_min.Tensor not lowered"),
-           ("affine_grid", "aten.affine_grid_generator not lowered"))},
+           (("cosine_similarity", "aten.clamp_min.Tensor not lowered"),))},
     **{f"test_nn_modules.py::test_nn_modules_tosa_{p}[{case}]": why
        for p in ("INT", "FP") for case, why in (
            ("InstanceNorm2dModule", "native_batch_norm in training mode not lowered"),

@@ -1,5 +1,7 @@
 """Ops transformer blocks bring that ``torch.export`` keeps composite or computes: einsum and
-swapaxes/movedim (MaxViT), ``.to(device)`` (Swin2SR), a linear whose bias is computed and ``zero_`` (Swin v2's qkv bias).
+swapaxes/movedim (MaxViT), ``.to(device)`` (Swin2SR), a linear whose bias is computed and ``zero_`` (Swin v2's qkv bias);
+and functional ops lowered through PyTorch's registered decomposition (threshold, unfold,
+affine_grid).
 FP against PyTorch, INT within one step of the fake-quant model; every case lowers whole."""
 
 from __future__ import annotations
@@ -58,7 +60,26 @@ class ComputedBias(nn.Module):
         return F.linear(x, self.qkv.weight, bias)
 
 
+class Functional(nn.Module):
+    """One functional op with fixed arguments (ExecuTorch's nn_functional model tests)."""
+
+    def __init__(self, fn, **kwargs):
+        super().__init__()
+        self.fn, self.kwargs = fn, kwargs
+
+    def forward(self, *xs):
+        return self.fn(*xs, **self.kwargs)
+
+
+class AffineGrid(nn.Module):
+    def forward(self, theta):
+        return F.affine_grid(theta, [1, 1, 4, 5], align_corners=False)
+
+
 CASES = {
+    "threshold": (Functional(F.threshold, threshold=0.2, value=-0.5), (randn(2, 3, 4),)),
+    "unfold_im2col": (Functional(F.unfold, kernel_size=2, stride=1), (randn(1, 3, 5, 5),)),
+    "affine_grid": (AffineGrid(), (randn(1, 2, 3),)),
     "einsum_attention": (Einsum("bhid,bhjd->bhij"), (randn(1, 2, 5, 4), randn(1, 2, 6, 4))),
     "einsum_permuted": (EinsumOfPermuted(), (randn(1, 5, 2, 4), randn(1, 6, 2, 4))),
     "einsum_transpose_sum": (Einsum("bij->bj"), (randn(2, 3, 4),)),

@@ -16,13 +16,15 @@ from lowering.qparams import QParams
 
 def _numpy_table(fn, si: float, zi: int, so: float, zo: int) -> np.ndarray:
     x = (np.arange(-128, 128, dtype=np.float64) - zi) * si
-    return np.clip(np.round(fn(x) / so) + zo, -128, 127).astype(np.int8)
+    with np.errstate(divide="ignore"):  # 1/0 at the zero point: inf, clipped to 127 as torch does
+        return np.clip(np.round(fn(x) / so) + zo, -128, 127).astype(np.int8)
 
 
 def _float32_table(fn, si: float, zi: int, so: float, zo: int) -> np.ndarray:
     x = ((np.arange(-128, 128, dtype=np.float32) - zi) * np.float32(si)).astype(np.float32)
-    return np.clip(np.round(fn(x).astype(np.float32) / np.float32(so)) + zo, -128, 127
-                   ).astype(np.int8)
+    with np.errstate(divide="ignore"):
+        return np.clip(np.round(fn(x).astype(np.float32) / np.float32(so)) + zo, -128, 127
+                       ).astype(np.int8)
 
 
 def _q(s: float, z: int) -> QParams:
