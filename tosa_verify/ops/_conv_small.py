@@ -63,9 +63,7 @@ def small_conv2d(p: dict, weights: dict, in_shape: tuple[int, ...]) -> Callable 
     hw, rows, out_shape = ih * iw, n * oh * ow, (n, oh, ow, oc)
 
     def small_conv(run: OpCall) -> list[np.ndarray]:
-        shifted = np.empty((n, hw + 1, ic), dt)
-        shifted[:, hw] = 0  # the row every padded position reads
-        np.subtract(run.inputs[0].reshape(n, hw, ic), izp, out=shifted[:, :hw], dtype=dt)
+        shifted = padded_rows(run.inputs[0], n, hw, ic, dt, izp)  # a padded position reads 0
         acc = shifted[:, index].reshape(rows, -1) @ matrix
         acc += bias  # exact, and within out_t (checked above) / rounded once below (floats)
         return [acc.astype(working).reshape(out_shape)]
@@ -87,6 +85,19 @@ def windows(kernel, stride, dilation, pad, in_hw: tuple[int, int], out_hw: tuple
     ix = (np.arange(ow) * sx - left)[None, :, None, None] + (np.arange(kw) * dx)[None, None, None, :]
     inside = (iy >= 0) & (iy < ih) & (ix >= 0) & (ix < iw)
     return np.where(inside, iy * iw + ix, ih * iw).reshape(oh * ow, kh * kw)
+
+
+def padded_rows(x: np.ndarray, n: int, hw: int, c: int, dt, zp=0, fill=0) -> np.ndarray:
+    """``x`` [N, H, W, C] as [N, H*W + 1, C] in ``dt``, minus ``zp``, with one extra row of
+    ``fill``: what a padded position of :func:`windows` reads.
+
+    >>> padded_rows(np.arange(4).reshape(1, 2, 2, 1), 1, 4, 1, np.int64, zp=1, fill=-9)[0, :, 0].tolist()
+    [-1, 0, 1, 2, -9]
+    """
+    rows = np.empty((n, hw + 1, c), dt)
+    rows[:, hw] = fill
+    np.subtract(x.reshape(n, hw, c), zp, out=rows[:, :hw], dtype=dt)
+    return rows
 
 
 def small_depthwise2d(p: dict, shifted_w: np.ndarray, in_shape: tuple[int, ...]) -> Callable | None:
@@ -111,9 +122,7 @@ def small_depthwise2d(p: dict, shifted_w: np.ndarray, in_shape: tuple[int, ...])
     hw, out_shape = ih * iw, (n, oh, ow, c * m)
 
     def small_depthwise(run: OpCall) -> list[np.ndarray]:
-        shifted = np.empty((n, hw + 1, c), dt)
-        shifted[:, hw] = 0  # the row every padded position reads
-        np.subtract(run.inputs[0].reshape(n, hw, c), izp, out=shifted[:, :hw], dtype=dt)
+        shifted = padded_rows(run.inputs[0], n, hw, c, dt, izp)  # a padded position reads 0
         patches = shifted[:, index]  # [N, OH*OW, KH*KW, C]
         products = patches[..., None] * weight if m > 1 else patches * weight[..., 0]
         acc = products.sum(axis=2).reshape(out_shape)  # exact: every partial sum <= bound

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..dtypes import dtype_info
 from ..numerics import int_range, wrap
-from ._conv_small import windows
+from ._conv_small import padded_rows, windows
 from .registry import OpCall
 
 #: Largest gathered window matrix (elements) served here; larger pools use the general kernel.
@@ -43,9 +43,7 @@ def small_max_pool(kernel, stride, pad, in_shape, out_hw, dt: str) -> Callable |
     out_shape = (n, *out_hw, c)
 
     def small_max_pool(run: OpCall) -> list[np.ndarray]:
-        values = np.empty((n, hw + 1, c), working)
-        values[:, hw] = floor  # what a padded position reads
-        values[:, :hw] = run.inputs[0].reshape(n, hw, c)
+        values = padded_rows(run.inputs[0], n, hw, c, working, fill=floor)
         return [values[:, index].max(axis=2).reshape(out_shape)]
 
     return small_max_pool
@@ -69,9 +67,7 @@ def small_avg_pool(p: dict, in_shape) -> Callable | None:
     may_wrap = kernel[0] * kernel[1] << 16 >= 1 << 31
 
     def small_avg_pool(run: OpCall) -> list[np.ndarray]:
-        shifted = np.empty((n, hw + 1, c), _INT64)
-        shifted[:, hw] = 0  # a padded position adds nothing (and is not counted)
-        np.subtract(run.inputs[0].reshape(n, hw, c), in_zp, out=shifted[:, :hw], dtype=_INT64)
+        shifted = padded_rows(run.inputs[0], n, hw, c, _INT64, in_zp)  # padding adds nothing
         acc = shifted[:, index].sum(axis=2).reshape(out_shape)
         if may_wrap:
             acc = wrap(acc, "INT32")
