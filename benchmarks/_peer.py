@@ -12,6 +12,9 @@ Used by ``benchmarks/bench_ethosu.py`` and by ``tests/test_ethosu_pkg``.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import importlib.metadata
+import inspect
 import io
 import tempfile
 import time
@@ -91,6 +94,24 @@ MODELS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]] = {
     "dw_separable": (DepthwiseSeparable, (1, 3, 32, 32)),
     "residual_cnn": (ResidualCNN, (1, 8, 24, 24)),
 }
+
+
+def source_key(*parts: object, length: int = 24) -> str:
+    """A key of what decides the bytes of a peer lowering, for caches and shipped test data: the
+    versions of torch, torchao, ExecuTorch and tosa-tools, the source of this module's ExecuTorch
+    flow, and ``parts`` (functions and classes by their source, anything else by ``repr``).
+
+    Example:
+        >>> source_key("tiny_cnn") == source_key("tiny_cnn") != source_key("other")
+        True
+    """
+    digest = hashlib.sha256()
+    for dist in ("torch", "torchao", "executorch", "tosa-tools"):
+        digest.update(f"{dist}={importlib.metadata.version(dist)};".encode())
+    for part in (executorch_tosa, _pt2e_quantize, *parts):
+        source = inspect.isfunction(part) or inspect.isclass(part)
+        digest.update((inspect.getsource(part) if source else repr(part)).encode())
+    return digest.hexdigest()[:length]
 
 
 def make_model(name: str, seed: int = 0) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:

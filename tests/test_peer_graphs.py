@@ -7,9 +7,6 @@ exactly, and for an FP transformer block they stay within the spec's compliance 
 
 from __future__ import annotations
 
-import hashlib
-import importlib.metadata
-import inspect
 import sys
 from pathlib import Path
 
@@ -31,18 +28,12 @@ PEER_GRAPHS = {
 
 
 def _key(name: str) -> str:
-    import _peer  # benchmarks/_peer.py, on sys.path through pyproject
+    from _peer import source_key  # benchmarks/_peer.py, on sys.path through pyproject
 
     from lowering import zoo
 
     factory, classes, profile = PEER_GRAPHS[name]
-    digest = hashlib.sha256(f"{name};{profile};".encode())
-    for dist in ("torch", "torchao", "executorch", "tosa-tools"):
-        digest.update(f"{dist}={importlib.metadata.version(dist)};".encode())
-    for obj in (getattr(zoo, factory), *(getattr(zoo, c) for c in classes), _peer.executorch_tosa,
-                _peer._pt2e_quantize):
-        digest.update(inspect.getsource(obj).encode())
-    return digest.hexdigest()[:20]
+    return source_key(name, profile, getattr(zoo, factory), *(getattr(zoo, c) for c in classes), length=20)
 
 
 def _lower_with_executorch(name: str) -> bytes:

@@ -9,7 +9,6 @@ torch/ExecuTorch/Vela versions and the source of ``_peer.py``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -37,9 +36,8 @@ def load_peer():
 
 
 def _cache_key(model: str, target: str) -> str:
-    parts = [model, target, PEER_PATH.read_text()]
-    parts += [version(p) for p in ("torch", "executorch", "ethos-u-vela", "tosa-tools")]
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:20]
+    # the whole of _peer.py: the Vela half of its flow decides an entry's summary CSV too
+    return load_peer().source_key(model, target, PEER_PATH.read_text(), version("ethos-u-vela"), length=20)
 
 
 class PeerGraphs:

@@ -13,9 +13,6 @@ torch, torchao and ExecuTorch and by the source of the peer flow, so any change 
 
 from __future__ import annotations
 
-import hashlib
-import importlib.metadata
-import inspect
 import os
 
 import numpy as np
@@ -24,27 +21,16 @@ import tosa_verify
 import vgf
 from tosa_verify.diff import random_inputs
 
-
-def _peer_source_key(*parts: object) -> str:
-    import _peer  # benchmarks/_peer.py, on sys.path through pyproject
-
-    digest = hashlib.sha256()
-    for dist in ("torch", "torchao", "executorch"):
-        digest.update(f"{dist}={importlib.metadata.version(dist)};".encode())
-    for obj in (_peer.executorch_tosa, _peer._pt2e_quantize):
-        digest.update(inspect.getsource(obj).encode())
-    digest.update(repr(parts).encode())
-    return digest.hexdigest()[:24]
-
-
 _PEER: dict[str, bytes] = {}
 
 
 def cached_peer_tosa(name: str, build, *key_parts: object) -> bytes:
     """TOSA bytes ``build()`` makes (a peer lowering), kept on disk under ``name`` and the peer key."""
+    from _peer import source_key  # benchmarks/_peer.py, on sys.path through pyproject
+
     from lowering.zoo import CACHE_DIR
 
-    path = CACHE_DIR / "peer-tosa" / f"{name}-{_peer_source_key(name, *key_parts)}.tosa"
+    path = CACHE_DIR / "peer-tosa" / f"{name}-{source_key(name, *key_parts)}.tosa"
     if path.name not in _PEER:
         if not path.is_file():
             import torch
