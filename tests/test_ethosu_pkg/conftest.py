@@ -41,7 +41,8 @@ def _cache_key(model: str, target: str) -> str:
 
 
 class PeerGraphs:
-    """Lower on first use, then serve from pytest's cache (or a temp dir without cache)."""
+    """Serve a shipped entry (:data:`SHIPPED_DIR`) when its key is today's; otherwise lower on
+    first use, then serve from pytest's cache (or a temp dir without cache)."""
 
     def __init__(self, cache_dir: Path) -> None:
         self.cache_dir = cache_dir
