@@ -6,7 +6,8 @@ Every INT/FP TOSA case of ``executorch/backends/arm/test/ops`` (its modules and 
 * ours: ``lowering.lower`` judged by ``_et_suite.judge_ours`` (fully lowered; reference-model
   output within ``qtol`` steps of fake-quant in INT, within atol/rtol of float in FP);
 * ExecuTorch: its own test function for the case, run by pytest in a child process (its
-  pipeline quantizes, lowers, runs the reference model and compares): pass or not.
+  pipeline quantizes, lowers, runs the reference model and compares): pass or not. The child
+  runs while ours is judged, so one run of this script measures both.
 
 Prints pass / partial / wrong / error counts for both, per profile, and the cases where we lose.
 
@@ -93,30 +94,53 @@ def _judge_all(cases, timeout: int, verdicts: dict) -> None:
             print(f"  ours: {i + 1}/{len(cases)} cases, {n_pass} pass", file=sys.stderr, flush=True)
 
 
-def run_executorch(cases, workers: int, timeout: int,
-                   kind: str = "ops") -> dict[str, _et_suite.Verdict]:
-    """ExecuTorch's verdict for every case: its own test, run by pytest in a child process."""
-    test_dir = _et_suite._test_dir()
-    ids = sorted({c.id.split("#")[0] for c in cases})
-    verdicts: dict[str, _et_suite.Verdict] = {}
-    with tempfile.TemporaryDirectory(prefix="et-suite-") as tmp:
-        listing = Path(tmp, "ids.txt")
+class ExecuTorchRun:
+    """ExecuTorch's verdict for every case: its own tests, run by pytest in a child process.
+
+    The child starts at construction and runs while our flow judges the same cases in this
+    process, so both verdict sets come from one run of this script (2 cores: one each).
+    """
+
+    def __init__(self, cases, workers: int, kind: str = "ops"):
+        self.cases = cases
+        test_dir = _et_suite._test_dir()
+        ids = sorted({c.id.split("#")[0] for c in cases})
+        self._tmp = tempfile.TemporaryDirectory(prefix="et-suite-")
+        listing = Path(self._tmp.name, "ids.txt")
         listing.write_text("\n".join(str(test_dir / kind / i) for i in ids))
-        junit = Path(tmp, "junit.xml")
+        self.junit = Path(self._tmp.name, "junit.xml")
         # -p _et_suite: its pytest_configure lets the model tests import torchvision
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "_et_suite",
                "-o", "addopts=",
-               "--rootdir", str(test_dir), f"--junitxml={junit}", "-W", "ignore",
+               "--rootdir", str(test_dir), f"--junitxml={self.junit}", "-W", "ignore",
                f"@{listing}"]
         if workers > 1:
             cmd += ["-n", str(workers)]
         here = str(Path(__file__).resolve().parent)
         env = {**os.environ, "OMP_NUM_THREADS": "1",
                "PYTHONPATH": os.pathsep.join(filter(None, (here, os.environ.get("PYTHONPATH"))))}
-        print(f"  ExecuTorch: pytest on {len(ids)} cases ...", file=sys.stderr, flush=True)
-        subprocess.run(cmd, cwd=tmp, env=env, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, timeout=timeout)
-        for tc in ET.parse(junit).getroot().iter("testcase"):
+        print(f"  ExecuTorch: pytest on {len(ids)} cases, in a child process ...",
+              file=sys.stderr, flush=True)
+        self.started = time.perf_counter()
+        self.log = Path(self._tmp.name, "pytest.log")
+        with self.log.open("wb") as log:
+            self._proc = subprocess.Popen(cmd, cwd=self._tmp.name, env=env,
+                                          stdout=log, stderr=subprocess.STDOUT)
+
+    def verdicts(self, timeout: float) -> dict[str, _et_suite.Verdict]:
+        """Wait for the child (at most ``timeout`` seconds) and read its JUnit report."""
+        try:
+            self._proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            raise
+        print(f"  ExecuTorch: done after {time.perf_counter() - self.started:.0f} s",
+              file=sys.stderr, flush=True)
+        if not self.junit.exists():
+            raise RuntimeError("ExecuTorch's pytest wrote no report; its output ends:\n"
+                               + self.log.read_text(errors="replace")[-3000:])
+        verdicts: dict[str, _et_suite.Verdict] = {}
+        for tc in ET.parse(self.junit).getroot().iter("testcase"):
             name = f"{tc.get('classname', '').split('.')[-1]}.py::{tc.get('name')}"
             status, detail = "pass", ""
             for child in tc:
@@ -125,8 +149,9 @@ def run_executorch(cases, workers: int, timeout: int,
                 elif child.tag == "skipped":
                     status, detail = "error", "xfail/skip: " + (child.get("message") or "")[:200]
             verdicts[name] = _et_suite.Verdict(status, detail, float(tc.get("time", 0)))
-    return {c.id: verdicts.get(c.id.split("#")[0], _et_suite.Verdict("error", "not run"))
-            for c in cases}
+        self._tmp.cleanup()
+        return {c.id: verdicts.get(c.id.split("#")[0], _et_suite.Verdict("error", "not run"))
+                for c in self.cases}
 
 
 def table(cases, ours, theirs) -> str:
@@ -167,14 +192,16 @@ def main(argv=None) -> int:
     cases = sample(cases, None if args.all else args.per_function)
     print(f"{len(cases)} cases collected in {time.perf_counter() - start:.0f} s", file=sys.stderr)
     none = _et_suite.Verdict("error", "not run")
+    et_run = None
+    if not (args.ours_only or args.executorch_json):
+        et_run = ExecuTorchRun(cases, args.workers, args.kind)
     ours = {c.id: none for c in cases} if args.executorch_only else run_ours(cases, args.timeout)
     if args.executorch_json:
         saved = json.loads(Path(args.executorch_json).read_text())
         theirs = {c.id: _et_suite.Verdict(**saved[c.id]["executorch"]) if saved.get(c.id, {})
                   .get("executorch") else none for c in cases}
     else:
-        theirs = None if args.ours_only else run_executorch(cases, args.workers, 20 * 3600,
-                                                                 args.kind)
+        theirs = None if et_run is None else et_run.verdicts(timeout=20 * 3600)
     print(table(cases, ours, theirs))
     losses = [c for c in cases if ours[c.id].status != "pass" and
               (theirs is None or theirs[c.id].status == "pass")]
