@@ -84,10 +84,29 @@ class Builder:
         with self.graph.inserting_before(self.anchor):
             n = self.graph.call_function(target, tuple(args), kwargs)
         copy_meta(n, self.anchor)
+        value = _evaluate(n)
+        if value is not None:
+            n.meta["tv_val"] = value  # a later rewrite in the same pass reads its shape/dtype
         return n
 
     def const(self, gm: fx.GraphModule, value: torch.Tensor, hint: str = "const") -> fx.Node:
         return add_constant(gm, value, hint, before=self.anchor)
+
+
+def _evaluate(n: fx.Node) -> torch.Tensor | None:
+    """``n``'s value from its inputs' real values (``tv_val``), or None when one is unknown
+    or the op cannot run on them."""
+    missing = [a for a in n.all_input_nodes if not isinstance(a.meta.get("tv_val"), torch.Tensor)]
+    if missing or not callable(n.target):
+        return None
+    args = fx.node.map_arg(n.args, lambda a: a.meta["tv_val"])
+    kwargs = fx.node.map_arg(n.kwargs, lambda a: a.meta["tv_val"])
+    try:
+        with torch.no_grad():
+            out = n.target(*args, **kwargs)
+    except Exception:  # noqa: BLE001 - no value is what a failed evaluation means here
+        return None
+    return out if isinstance(out, torch.Tensor) else None
 
 
 def add_constant(gm: fx.GraphModule, value: torch.Tensor, hint: str = "const",

@@ -108,6 +108,9 @@ def apply_rewrites(gm: fx.GraphModule, table: dict, profile: str | None) -> bool
                     if key in n.meta and key not in out.meta:
                         out.meta[key] = n.meta[key]
             n.replace_all_uses_with(out)
+        else:  # the getitems now unused: an op dead code elimination keeps (impure) goes too
+            for u in [u for u in n.users if not u.users]:
+                gm.graph.erase_node(u)
         if not n.users:
             gm.graph.erase_node(n)
         changed = True

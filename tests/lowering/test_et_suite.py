@@ -117,13 +117,6 @@ MODEL_GAPS: dict[str, str] = {
         "aten.grid_sampler not lowered in INT",
     **{f"test_torch_functions.py::test_torch_functions_tosa_{p}[nonzero]":
        "nonzero: data-dependent output shape" for p in ("INT", "FP")},
-    **{f"test_nn_functional.py::test_nn_functional_tosa_{p}[{case}]": why
-       for p in ("INT", "FP") for case, why in (
-           (("cosine_similarity", "aten.clamp_min.Tensor not lowered"),))},
-    **{f"test_nn_modules.py::test_nn_modules_tosa_{p}[{case}]": why
-       for p in ("INT", "FP") for case, why in (
-           ("InstanceNorm2dModule", "native_batch_norm in training mode not lowered"),
-           ("GRUModule", "aten.gru.input not lowered"))},
     "test_nn_modules.py::test_nn_modules_tosa_INT[TransformerModule]":
         "2 quantization steps from fake-quant (not investigated)",
 }

@@ -10,6 +10,7 @@ from . import (  # noqa: F401
     matmul,
     norm,
     reduce,
+    rnn,
     shape,
     spatial,
 )

@@ -1,5 +1,5 @@
-"""Normalizations: layer norm, group norm and inference batch norm (every aten form); vector
-norms."""
+"""Normalizations: layer norm, group norm, instance norm and inference batch norm (every aten
+form); vector norms."""
 
 from __future__ import annotations
 
@@ -87,6 +87,15 @@ def batch_norm(gm, n, b):
     native = n.target == aten._native_batch_norm_legit_no_training.default
     x, w, bias, mean, var = n.args[:5]
     eps = n.args[6] if native else arg(n, 7, "eps", 1e-5)
+    y = _constant_statistics(gm, b, x, w, bias, mean, var, eps)
+    if y is None:
+        return None
+    return tuple_outputs(n, [y, None, None]) if native else y
+
+
+def _constant_statistics(gm, b, x, w, bias, mean, var, eps):
+    """``(x - mean) / sqrt(var + eps) * w + bias`` per channel with constant statistics, as one
+    multiply and one add; None when a statistic or parameter is not a constant."""
     mean_t, var_t = get_constant(gm, mean), get_constant(gm, var)
     if mean_t is None or var_t is None:
         return None
@@ -99,8 +108,31 @@ def batch_norm(gm, n, b):
     shift = b_t - mean_t * scale
     channel_shape = [channels] + [1] * (val(x).dim() - 2)
     y = b(aten.mul.Tensor, x, b.const(gm, scale.reshape(channel_shape), "bn_scale"))
-    y = b(aten.add.Tensor, y, b.const(gm, shift.reshape(channel_shape), "bn_shift"))
-    return tuple_outputs(n, [y, None, None]) if native else y
+    return b(aten.add.Tensor, y, b.const(gm, shift.reshape(channel_shape), "bn_shift"))
+
+
+@decomposition(aten.instance_norm.default)
+def instance_norm(gm, n, b):
+    """``instance_norm(x, w, b, running_mean, running_var, use_input_stats, momentum, eps,
+    cudnn)``: with ``use_input_stats`` each (sample, channel) is standardized over its own
+    spatial positions (PyTorch computes this as a training-mode batch norm of the input viewed
+    as ``[1, N*C, ...]``); without, the running statistics are constants, as in an inference
+    batch norm."""
+    x, weight, bias, mean, var = n.args[:5]
+    use_input_stats, eps = arg(n, 5, "use_input_stats", True), arg(n, 7, "eps", 1e-5)
+    v = val(x)
+    if v is None:
+        return None
+    if not use_input_stats:
+        return _constant_statistics(gm, b, x, weight, bias, mean, var, eps)
+    # standardized over one flattened spatial axis: a mean over H,W of a 4-D tensor would be
+    # a global average pool, whose shared scale puts sum/N on rounding ties in INT
+    flat = b(aten.view.default, x, [v.shape[0], v.shape[1], -1])
+    y, _, _ = _standardize(gm, b, flat, [2], eps)
+    y = b(aten.view.default, y, list(v.shape))
+    channel_shape = [v.shape[1]] + [1] * (v.dim() - 2)
+    return _affine(b, y, _per_channel(gm, b, weight, channel_shape, "in_w"),
+                   _per_channel(gm, b, bias, channel_shape, "in_b"))
 
 
 @decomposition(aten.linalg_vector_norm.default)

@@ -1,0 +1,29 @@
+"""Recurrent layers (``nn.GRU``, ``nn.LSTM``, ``nn.RNN``): ``torch.export`` keeps
+``aten.gru.input`` / ``aten.lstm.input`` / ``aten.rnn_*.input`` whole; PyTorch's own
+CompositeImplicitAutograd decomposition unrolls them over the sequence into the cell's
+``addmm``, ``sigmoid``, ``tanh``, ``mul`` and ``add`` per time step and layer, which we lower
+(and which get an observer each in INT, as any other op)."""
+
+from __future__ import annotations
+
+import torch
+
+from ._common import arg, decomposition
+from .composite import splice_decomposition
+
+aten = torch.ops.aten
+
+#: the recurrent layers on a padded (not packed) sequence
+RECURRENT_OPS = (aten.gru.input, aten.lstm.input, aten.rnn_tanh.input, aten.rnn_relu.input)
+
+
+@decomposition(*RECURRENT_OPS)
+def recurrent(gm, n, b):
+    """Unroll the layer through PyTorch's implicit decomposition, traced with oneDNN off (on
+    the CPU the LSTM one otherwise calls the fused ``mkldnn_rnn_layer``). Training-mode
+    dropout between layers is random: that layer stays on the CPU."""
+    train, dropout = arg(n, 6, "train"), arg(n, 5, "dropout")
+    if train and dropout:
+        return None
+    with torch.backends.mkldnn.flags(enabled=False):
+        return splice_decomposition(gm, n, b, n.target.decompose)
