@@ -91,6 +91,18 @@ def _check_shapes(gm: fx.GraphModule) -> None:
                                 target=target_name(n))
 
 
+#: why a node whose shape depends on the values (nonzero, masked_select...) stays on the CPU
+DYNAMIC_SHAPE = "data-dependent output shape: TOSA 1.0 tensors have static shapes"
+
+
+def _mark_dynamic(gm: fx.GraphModule) -> None:
+    """Mark the nodes whose exported shape is data-dependent (read before value propagation
+    replaces it by the example's concrete shape): :func:`_unsupported` keeps them on the CPU."""
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and has_dynamic_shape(n.meta.get("val")):
+            n.meta["tv_dynamic"] = True
+
+
 def _check_dtypes(gm: fx.GraphModule) -> None:
     for n in gm.graph.nodes:
         if n.op in ("placeholder", "call_function"):
@@ -187,7 +199,7 @@ def lower(model, example_inputs, *, profile: str = "INT", quantization: QuantCon
     else:
         gm = export_module(model, example_inputs)
         float_model = copy.deepcopy(gm)
-    _check_shapes(gm)  # a node of a dtype TOSA lacks (float64...) stays on the CPU
+    _mark_dynamic(gm)  # such a node (nonzero...) stays on the CPU, as does a dtype TOSA lacks
     propagate_values(gm, example_inputs)
     quantized_model = None
     if profile == "INT" and not already_q:
@@ -282,7 +294,7 @@ def _unsupported(gm: fx.GraphModule, profile: str) -> list[CpuNode]:
     for n in gm.graph.nodes:
         if n.op != "call_function":
             continue
-        reason = _dtype_problem(n)
+        reason = DYNAMIC_SHAPE if n.meta.get("tv_dynamic") else _dtype_problem(n)
         if reason is None and n.target not in REGISTRY:
             reason = "operator not supported by the TOSA lowering"
         elif reason is None and profile not in PROFILES[n.target]:

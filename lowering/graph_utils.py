@@ -173,7 +173,9 @@ class _ValueProp(fx.Interpreter):
 
         if isinstance(result, torch.Tensor):
             n.meta["tv_val"] = result.detach()
-            if not isinstance(n.meta.get("val"), FakeTensor) or \
+            if has_dynamic_shape(n.meta.get("val")):
+                pass  # a data-dependent shape (nonzero): comparing it with a size would guard on it
+            elif not isinstance(n.meta.get("val"), FakeTensor) or \
                     tuple(n.meta["val"].shape) != tuple(result.shape) or \
                     n.meta["val"].dtype != result.dtype:
                 n.meta["val"] = self._fake(result.detach())
