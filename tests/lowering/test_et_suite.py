@@ -110,9 +110,6 @@ MODEL_FILES_SLOW = ("test_ds_cnn.py", "test_deep_autoencoder.py", "test_resnet8.
 #: expected failures, so a fix makes the run say so. Ops ExecuTorch's Arm backend delegates
 #: that our lowering leaves on the CPU, or numbers off:
 MODEL_GAPS: dict[str, str] = {
-    **{f"test_nn_functional.py::test_nn_functional_tosa_{p}[{case}]": why
-       for p in ("INT", "FP") for case, why in (
-           (("fold", "aten.col2im not lowered (an accumulating index_put)"),))},
     "test_nn_functional.py::test_nn_functional_tosa_INT[grid_sample]":
         "aten.grid_sampler not lowered in INT",
     **{f"test_torch_functions.py::test_torch_functions_tosa_{p}[nonzero]":

@@ -20,7 +20,7 @@ COMPOSITE_OPS = (aten.einsum.default, aten.swapaxes.default, aten.swapdims.defau
                  aten.cosine_similarity.default)
 #: ops with a kernel of their own (so no implicit decomposition) whose registered PyTorch
 #: decomposition (``torch._decomp``) is made of ops we lower: F.threshold, F.unfold (im2col),
-#: F.affine_grid (F.fold's col2im decomposes to an accumulating index_put, which we do not lower)
+#: F.affine_grid (F.fold's col2im: :mod:`.fold`)
 TABLE_DECOMPOSED_OPS = (aten.threshold.default, aten.im2col.default, aten.affine_grid_generator.default)
 
 
