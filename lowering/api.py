@@ -296,7 +296,7 @@ def _unsupported(gm: fx.GraphModule, profile: str) -> list[CpuNode]:
             continue
         reason = DYNAMIC_SHAPE if n.meta.get("tv_dynamic") else _dtype_problem(n)
         if reason is None and n.target not in REGISTRY:
-            reason = "operator not supported by the TOSA lowering"
+            reason = _why_not_decomposed(n, profile)
         elif reason is None and profile not in PROFILES[n.target]:
             reason = f"operator has no TOSA {profile} lowering"
         elif reason is None and profile == "INT":
@@ -309,6 +309,17 @@ def _unsupported(gm: fx.GraphModule, profile: str) -> list[CpuNode]:
         if reason:
             cpu.append(CpuNode(n.name, target_name(n), reason))
     return cpu
+
+
+def _why_not_decomposed(n: fx.Node, profile: str) -> str:
+    """Why an op with no emitter is still in the graph: decomposed in another profile only
+    (grid_sampler in FP), or not supported at all."""
+    from .passes.rewrites import REWRITES
+
+    other = REWRITES.get("DecomposeForTosa", {}).get(n.target)
+    if other is not None and profile not in other.profiles:
+        return f"operator has no TOSA {profile} lowering (decomposed in {'/'.join(sorted(other.profiles))} only)"
+    return "operator not supported by the TOSA lowering"
 
 
 def _unquantized_float(n: fx.Node) -> str | None:

@@ -205,3 +205,18 @@ def test_data_dependent_shape_stays_on_cpu_with_reason(profile):
     tol = 0.05 if profile == "INT" else 1e-6  # INT: within a step of the int8 output
     assert any(o.shape == expected.shape and o.is_floating_point() and
                torch.allclose(o, expected, atol=tol) for o in outputs)
+
+
+class GridSample(nn.Module):
+    def forward(self, x, grid):
+        return F.grid_sample(x, grid, align_corners=False)
+
+
+def test_fp_only_decomposition_names_the_profile_in_int():
+    """grid_sample lowers in FP only (its coordinates are indices): in INT it stays on the CPU
+    and the reason says so, naming the node and the op."""
+    x, grid = torch.rand(1, 1, 4, 4, generator=gen), torch.rand(1, 5, 5, 2, generator=gen) * 2 - 1
+    lm = lowering.lower(GridSample().eval(), (x, grid), profile="INT", calibration=[(x, grid)])
+    assert [(c.node, c.target, c.reason) for c in lm.cpu_nodes] == [
+        ("grid_sampler", "aten.grid_sampler.default",
+         "operator has no TOSA INT lowering (decomposed in FP only)")]
