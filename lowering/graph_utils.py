@@ -97,8 +97,9 @@ def _evaluate(n: fx.Node) -> torch.Tensor | None:
     """``n``'s value from its inputs' real values (``tv_val``), or None when one is unknown
     or the op cannot run on them."""
     missing = [a for a in n.all_input_nodes if not isinstance(a.meta.get("tv_val"), torch.Tensor)]
-    if missing or not callable(n.target):
-        return None
+    schema = getattr(n.target, "_schema", None)
+    if missing or not callable(n.target) or (schema is not None and schema.is_mutable):
+        return None  # an in-place op would write into the stored values of its inputs
     args = fx.node.map_arg(n.args, lambda a: a.meta["tv_val"])
     kwargs = fx.node.map_arg(n.kwargs, lambda a: a.meta["tv_val"])
     try:
