@@ -10,6 +10,9 @@ message not listed here still reaches stderr. Installed once by ``import lowerin
   (logger ``torch.utils._pytree``, at torchao's import): a deprecation addressed to torchao.
 * ``isinstance(treespec, LeafSpec) is deprecated`` (FutureWarning, raised when
   ``copy.deepcopy`` copies an exported graph's pytree specs): torch's own pickling path.
+* ``The tensor attributes self._flat_weights[0], ... were assigned during export`` (UserWarning
+  from torch.export on every ``nn.RNN``/``nn.LSTM``/``nn.GRU``): torch's own RNN modules refresh
+  that weight list in ``forward``; the user's module is fine and has nothing to register.
 * During ``torch.export.export`` only (:func:`quiet_export`): the export loggers' warnings and
   errors and the partial FX graph torch prints on failure. A failure becomes one
   :class:`~lowering.LoweringError` line that says the same; on success what was held back is
@@ -85,6 +88,8 @@ def install() -> None:
     logging.getLogger("torch.utils._pytree").addFilter(_EnumConstantFilter())
     warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated",
                             category=FutureWarning)
+    warnings.filterwarnings("ignore", message=r"The tensor attributes self\.[\w.]*_flat_weights",
+                            category=UserWarning)
 
 
 @contextlib.contextmanager

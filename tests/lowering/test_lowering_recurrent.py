@@ -74,14 +74,24 @@ RECURRENT = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(RECURRENT))
+#: the default run keeps one case of each layer kind per profile; the rest run under -m slow
+SLOW_RECURRENT = {"FP": ("gru_2_layers",),
+                  "INT": ("gru_2_layers", "lstm_batch_first", "rnn_tanh_bidirectional")}
+
+
+def _recurrent_params(profile: str) -> list:
+    return [pytest.param(n, marks=[pytest.mark.slow] if n in SLOW_RECURRENT[profile] else [])
+            for n in sorted(RECURRENT)]
+
+
+@pytest.mark.parametrize("name", _recurrent_params("FP"))
 def test_recurrent_fp(name):
     torch.manual_seed(0)
     model, inputs = RECURRENT[name]()
     _fp(model, inputs)
 
 
-@pytest.mark.parametrize("name", sorted(RECURRENT))
+@pytest.mark.parametrize("name", _recurrent_params("INT"))
 def test_recurrent_int_bit_exact(name):
     torch.manual_seed(0)
     model, inputs = RECURRENT[name]()

@@ -6,6 +6,8 @@ CompositeImplicitAutograd decomposition unrolls them over the sequence into the 
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from ._common import arg, decomposition
@@ -25,5 +27,17 @@ def recurrent(gm, n, b):
     train, dropout = arg(n, 6, "train"), arg(n, 5, "dropout")
     if train and dropout:
         return None
-    with torch.backends.mkldnn.flags(enabled=False):
+    with _onednn_off():
         return splice_decomposition(gm, n, b, n.target.decompose)
+
+
+@contextlib.contextmanager
+def _onednn_off():
+    # only the enabled flag: torch.backends.mkldnn.flags() also sets allow_tf32, which warns
+    # "TF32 acceleration ... Intel GPUs" on every CPU build
+    was = torch._C._get_mkldnn_enabled()
+    torch._C._set_mkldnn_enabled(False)
+    try:
+        yield
+    finally:
+        torch._C._set_mkldnn_enabled(was)
