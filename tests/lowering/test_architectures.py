@@ -63,3 +63,26 @@ def test_int_bilinear_upsample_rounds_ties_to_even(factor):
     x = torch.randn(1, 3, 8, 8)
     lm = _int_exact(_Bilinear(factor), x)
     assert np.unique(lm.run_raw(lm.quantize_inputs(x))[0]).size > 20
+
+
+class _UnbindAttention(nn.Module):
+    """q, k, v unbound from one projection (ViT/GPT style) into F.scaled_dot_product_attention."""
+
+    def __init__(self, causal: bool):
+        super().__init__()
+        self.qkv, self.causal = nn.Linear(16, 48), causal
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).view(1, 6, 3, 2, 8).permute(2, 0, 3, 1, 4)
+        y = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+        return y.transpose(1, 2).reshape(1, 6, 16)
+
+
+@pytest.mark.parametrize("profile", ["INT", "FP"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_reads_unbound_qkv(profile, causal):
+    # the unbind's getitems become slices in the same decomposition round: the attention's
+    # decomposition needs their shapes in the next (it stayed on the CPU)
+    torch.manual_seed(0)
+    x = torch.randn(1, 6, 16)
+    (_int_exact if profile == "INT" else _fp_close)(_UnbindAttention(causal), x)
