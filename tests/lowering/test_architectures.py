@@ -86,3 +86,21 @@ def test_attention_reads_unbound_qkv(profile, causal):
     torch.manual_seed(0)
     x = torch.randn(1, 6, 16)
     (_int_exact if profile == "INT" else _fp_close)(_UnbindAttention(causal), x)
+
+
+class _ExtendedMask(nn.Module):
+    """HuggingFace's extended attention mask: ``where(mask, 0, finfo.min)`` added to scores."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("keep", torch.tensor([[True] * 4 + [False] * 2]))
+
+    def forward(self, x):
+        bias = torch.where(self.keep[:, None, :], 0.0, torch.finfo(torch.float32).min)
+        scores = x @ x.transpose(-1, -2) + bias
+        return torch.softmax(scores, -1) @ x
+
+
+def test_fp_where_with_number_branches():
+    torch.manual_seed(0)
+    _fp_close(_ExtendedMask(), torch.randn(1, 6, 8))

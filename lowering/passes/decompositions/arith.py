@@ -175,6 +175,19 @@ def masked_fill(gm, n, b):
     return b(aten.where.self, mask, value, x)
 
 
+@decomposition(aten.where.ScalarOther, aten.where.ScalarSelf, aten.where.Scalar)
+def where_scalar(gm, n, b):
+    """``where`` with a number for either branch (HuggingFace's extended attention masks):
+    the number as a constant in the result's dtype, then ``where.self``."""
+    cond, x, y = n.args[:3]
+    if val(n) is None:
+        return None
+    dtype = val(n).dtype
+    x, y = (t if isinstance(t, fx.Node) else b.const(gm, torch.tensor([t], dtype=dtype), "where")
+            for t in (x, y))
+    return b(aten.where.self, cond, x, y)
+
+
 @decomposition(aten.tril.default, aten.triu.default)
 def triangle(gm, n, b):
     """tril / triu(x, diagonal): ``where(mask, x, 0)`` with the constant triangle ``mask``
