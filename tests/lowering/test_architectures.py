@@ -104,3 +104,54 @@ class _ExtendedMask(nn.Module):
 def test_fp_where_with_number_branches():
     torch.manual_seed(0)
     _fp_close(_ExtendedMask(), torch.randn(1, 6, 8))
+
+
+class _TanhGelu(nn.Module):
+    """GPT-2's ``gelu_new``: ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))``, and x**-3."""
+
+    def forward(self, x):
+        inner = 0.7978845608 * (x + 0.044715 * torch.pow(x, 3.0))
+        return 0.5 * x * (1.0 + torch.tanh(inner)) + 1e-3 * torch.pow(x + 5.0, -3)
+
+
+def test_fp_integer_power_of_negative_base():
+    # TOSA's POW is undefined for x < 0; an integer power of a negative number is not
+    torch.manual_seed(0)
+    _fp_close(_TanhGelu(), torch.randn(1, 8, 16))
+
+
+class _PackedIds(nn.Module):
+    """HuggingFace's packed-sequence check on position ids built in the graph: ``arange``,
+    ``diff``, ``ne``, ``cumsum`` of int64 (none of which reads the input) scale the input."""
+
+    def forward(self, x):
+        ids = torch.arange(x.shape[1])[None]
+        starts = (ids.diff(dim=-1, prepend=ids[:, :1] - 1) != 1).cumsum(-1)
+        return x * starts[..., None].float() + ids[..., None].float()
+
+
+def test_fp_input_independent_integer_ops_fold_to_constants():
+    torch.manual_seed(0)
+    lm = _fp_close(_PackedIds(), torch.randn(1, 6, 4))
+    assert "CUMSUM" not in str(lm.op_counts)
+
+
+class _UnpaddedMask(nn.Module):
+    """HuggingFace ViT's mask of an unpadded sequence: ``where(all True, 0, finfo.min)``
+    added to the attention scores (an all-zero bias whose where has a ~1e36 range)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("keep", torch.ones(1, 1, 6, 6, dtype=torch.bool))
+
+    def forward(self, x):
+        bias = torch.where(self.keep, 0.0, torch.finfo(torch.float32).min)
+        return torch.softmax(x @ x.transpose(-1, -2) * 0.25 + bias, -1)
+
+
+@pytest.mark.parametrize("profile", ["INT", "FP"])
+def test_all_zero_mask_bias_is_dropped(profile):
+    # INT: 196 steps off before (the add could not combine a 1e36-scaled operand)
+    torch.manual_seed(0)
+    lm = (_int_exact if profile == "INT" else _fp_close)(_UnpaddedMask(), torch.randn(1, 2, 6, 8))
+    assert "SELECT" not in lm.op_counts
