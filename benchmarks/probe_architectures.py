@@ -41,18 +41,12 @@ def _models(name: str, size: int):
 
 def _judge_int(lm, example) -> dict:
     import numpy as np
-    import torch
+    from lowering_checks import float64_step_diff  # tests/lowering, on sys.path (_models)
 
-    from lowering.reference import fake_quant_float64
-
-    qp = lm.output_qparams[0]
-    raw = lm.run_raw(lm.quantize_inputs(*example))[0].astype(np.int64)
-    ref = torch.ops.quantized_decomposed.quantize_per_tensor(
-        fake_quant_float64(lm.quantized_model, *example).float(), qp.s, qp.zp, qp.qmin,
-        qp.qmax, qp.dtype).numpy().astype(np.int64)
-    diff = np.abs(ref - raw)
+    diff = float64_step_diff(lm, example)
+    levels = np.unique(lm.run_raw(lm.quantize_inputs(*example))[0]).size
     return {"max_step": int(diff.max()), "differ": int((diff > 0).sum()), "n": int(diff.size),
-            "levels": int(np.unique(ref).size), "ok": bool(diff.max() == 0)}
+            "levels": int(levels), "ok": bool(diff.max() == 0)}
 
 
 def _judge_fp(lm, model, example) -> dict:
