@@ -10,6 +10,7 @@ from .passes import (
     ConvertInt64OutputOpsToInt32,
     DecomposeForTosa,
     FoldBatchNorm,
+    FoldConstants,
     FoldQDQ,
     FunctionalizeInPlace,
     InsertInt32CastsAfterInt64Placeholders,
@@ -35,7 +36,8 @@ def build_pipeline(profile: str) -> list[GraphPass]:
         # decompositions already ran in TosaQuantizer.transform_for_annotation
         return [FunctionalizeInPlace(), RemoveNoOps(), *int64, FoldQDQ(), QuantizeUnusedInputs(),
                 AssignNHWCLayout()]
-    return [FunctionalizeInPlace(), RemoveNoOps(), FoldBatchNorm(), DecomposeForTosa(),
+    # FP folds input-independent parts here; INT did in annotation_passes
+    return [FunctionalizeInPlace(), RemoveNoOps(), FoldConstants(), FoldBatchNorm(), DecomposeForTosa(),
             ScalarsToTensors(), RemoveNoOps(), *int64, AssignNHWCLayout()]
 
 
@@ -47,9 +49,9 @@ def annotation_passes() -> list[GraphPass]:
 
     Example:
         >>> [p.name for p in annotation_passes()]
-        ['RemoveNoOps', 'FoldBatchNorm', 'DecomposeForTosa', 'ScalarsToTensors']
+        ['RemoveNoOps', 'FoldConstants', 'FoldBatchNorm', 'DecomposeForTosa', 'ScalarsToTensors']
     """
-    return [RemoveNoOps(), FoldBatchNorm(), DecomposeForTosa(), ScalarsToTensors()]
+    return [RemoveNoOps(), FoldConstants(), FoldBatchNorm(), DecomposeForTosa(), ScalarsToTensors()]
 
 
 def run_pipeline(gm: fx.GraphModule, ctx: PassContext, passes: list[GraphPass] | None = None,

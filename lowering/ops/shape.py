@@ -361,7 +361,7 @@ def upsample(em, node):
         acc_dt = "INT48" if dt == "INT16" else "INT32"
         acc = em.new("resize", [N, OH, OW, C], acc_dt)
         em.writer.op("RESIZE", [x, scale, offset, border], acc, mode=mode)
-        from .common import rescale
+        from .common import rescale, rescale_ties_even
 
         qi, qo = em.qin(node, x_node), em.qout(node)
         k = sy[0] * sx[0]
@@ -371,7 +371,10 @@ def upsample(em, node):
             em.writer.op("ADD", [acc, off], acc2)
             acc = acc2
         out = em.out(node, NHWC)
-        rescale(em, acc, dt, qi.s / (qo.s * k), 0, qo.zp, "rs", out_name=out)
+        if acc_dt == "INT32":  # dyadic weights meet exact .5 ties: round them to even as torch
+            rescale_ties_even(em, acc, dt, qi.s / (qo.s * k), qo.zp, "rs", out_name=out)
+        else:
+            rescale(em, acc, dt, qi.s / (qo.s * k), 0, qo.zp, "rs", out_name=out)
     else:
         out = em.out(node, NHWC)
         em.writer.op("RESIZE", [x, scale, offset, border], out, mode=mode)

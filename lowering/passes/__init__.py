@@ -5,6 +5,7 @@ Every pass is a callable ``pass(gm, ctx) -> None`` mutating the FX graph module 
 
 from .decompose import DecomposeForTosa, ScalarsToTensors
 from .fold_batch_norm import FoldBatchNorm
+from .fold_constants import FoldConstants
 from .fold_qdq import FoldQDQ, QuantizeUnusedInputs
 from .functionalize import FunctionalizeInPlace
 from .int64 import (
@@ -19,6 +20,7 @@ __all__ = [
     "DecomposeForTosa",
     "ScalarsToTensors",
     "FoldBatchNorm",
+    "FoldConstants",
     "FoldQDQ",
     "FunctionalizeInPlace",
     "QuantizeUnusedInputs",

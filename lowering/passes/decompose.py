@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 import torch.fx as fx
 
-from ..graph_utils import get_constant, val
+from ..graph_utils import get_constant, propagate_values, val
 from . import decompositions  # noqa: F401 - registers the decompositions
 from .base import GraphPass, PassContext
 from .decompositions._common import PASS as DECOMPOSE_PASS
@@ -52,7 +52,17 @@ class DecomposeForTosa(GraphPass):
         # -> div.Tensor_mode); four rounds cover the deepest chain
         while rounds < 4 and apply_rewrites(gm, table, ctx.profile):
             rounds += 1
+            _refresh_values(gm, ctx)
         ctx.notes["graph_changed"] = ctx.notes.get("graph_changed", False) or rounds > 0
+
+
+def _refresh_values(gm: fx.GraphModule, ctx: PassContext) -> None:
+    """Value metadata for the nodes a round created: a decomposition that replaces a tuple's
+    getitems (unbind -> slices) leaves their readers (an attention's q, k, v) without shapes,
+    and those readers' decompositions need them in the next round."""
+    if ctx.example_inputs and any(val(n) is None and "val" not in n.meta for n in gm.graph.nodes
+                                  if n.op == "call_function"):
+        propagate_values(gm, ctx.example_inputs)
 
 
 SCALARS_PASS = "ScalarsToTensors"

@@ -121,7 +121,25 @@ def pow_scalar_exponent(gm, n, b):
         return b(aten.sqrt.default, x)
     if e == -1:
         return b(aten.reciprocal.default, x)
+    if b.profile != "INT" and isinstance(e, (int, float)) and float(e).is_integer() \
+            and 2 < abs(e) <= 16:
+        # TOSA's POW is undefined for a negative base, which an integer power is defined for
+        # (GPT-2's tanh GELU cubes x); INT keeps one exact TABLE instead
+        y = _integer_power(b, x, int(abs(e)))
+        return y if e > 0 else b(aten.reciprocal.default, y)
     return None
+
+
+def _integer_power(b, x, k: int):
+    """``x ** k`` (``k >= 1``) by square and multiply."""
+    result, square = None, x
+    while k:
+        if k & 1:
+            result = square if result is None else b(aten.mul.Tensor, result, square)
+        k >>= 1
+        if k:
+            square = b(aten.mul.Tensor, square, square)
+    return result
 
 
 @decomposition(aten.pow.Scalar)
@@ -173,6 +191,19 @@ def masked_fill(gm, n, b):
     if not isinstance(value, fx.Node) and val(x) is not None:
         value = b.const(gm, torch.tensor([value], dtype=val(x).dtype), "fill")
     return b(aten.where.self, mask, value, x)
+
+
+@decomposition(aten.where.ScalarOther, aten.where.ScalarSelf, aten.where.Scalar)
+def where_scalar(gm, n, b):
+    """``where`` with a number for either branch (HuggingFace's extended attention masks):
+    the number as a constant in the result's dtype, then ``where.self``."""
+    cond, x, y = n.args[:3]
+    if val(n) is None:
+        return None
+    dtype = val(n).dtype
+    x, y = (t if isinstance(t, fx.Node) else b.const(gm, torch.tensor([t], dtype=dtype), "where")
+            for t in (x, y))
+    return b(aten.where.self, cond, x, y)
 
 
 @decomposition(aten.tril.default, aten.triu.default)

@@ -1,0 +1,133 @@
+"""Survey: standard architectures nobody here wrote through our lowering, INT and FP, as a table.
+
+Models: the small builds of ``tests/lowering/arch_models.py`` (torchvision segmentation,
+HuggingFace tiny configs, keyword-spotting / audio nets, RNNs, decoders, masked attention) and
+any torchvision classifier as ``tv:NAME`` (``tv_models.build`` at ``--size``). One subprocess
+per model and profile (a crash or a timeout costs one cell); e.g.::
+
+    OMP_NUM_THREADS=1 python benchmarks/probe_architectures.py --all tv:resnext50_32x4d
+
+Per cell: fully lowered? (partitions, CPU nodes and the first reasons); INT: steps between the
+TOSA output and the fake-quant model evaluated in float64 (0 = bit-exact), FP: max error over
+the float output's scale (``ok`` at atol 1e-4 x scale, rtol 1e-3, as ``test_torchvision``
+judges). No timings are printed: this measures coverage, not speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def _models(name: str, size: int):
+    """``(model, example, calibration)`` of ``name`` (``tv:NAME`` or an arch_models key)."""
+    import torch
+
+    torch.set_num_threads(1)
+    sys.path[:0] = [str(HERE), str(HERE.parent / "tests" / "lowering")]
+    import arch_models
+    import tv_models
+
+    if name.startswith("tv:"):
+        return tv_models.build(name[3:], size=size)
+    return arch_models.build(name)
+
+
+def _judge_int(lm, example) -> dict:
+    import numpy as np
+    from lowering_checks import float64_step_diff  # tests/lowering, on sys.path (_models)
+
+    diff = float64_step_diff(lm, example)
+    levels = np.unique(lm.run_raw(lm.quantize_inputs(*example))[0]).size
+    return {"max_step": int(diff.max()), "differ": int((diff > 0).sum()), "n": int(diff.size),
+            "levels": int(levels), "ok": bool(diff.max() == 0)}
+
+
+def _judge_fp(lm, model, example) -> dict:
+    import torch
+
+    with torch.no_grad():
+        expected = model(*example)
+    got = lm.run(*example)[0]
+    scale = float(expected.abs().max())
+    return {"rel_err": float((got - expected).abs().max()) / max(scale, 1e-30),
+            "ok": bool(scale > 0 and torch.allclose(got, expected, atol=1e-4 * scale, rtol=1e-3))}
+
+
+def cell(name: str, size: int, profile: str) -> dict:
+    """One survey cell (model ``name``, ``profile``), in this process."""
+    import lowering
+
+    model, example, calibration = _models(name, size)
+    lm = lowering.lower(model, example, profile=profile, calibration=calibration)
+    row = {"whole": lm.tosa is not None and not lm.cpu_nodes, "parts": len(lm.partitions),
+           "cpu": [f"{c.node} ({c.target}): {c.reason}"[:150] for c in lm.cpu_nodes[:3]],
+           "n_cpu": len(lm.cpu_nodes)}
+    if lm.tosa is None:
+        return row
+    row.update(_judge_int(lm, example) if profile == "INT" else _judge_fp(lm, model, example))
+    return row
+
+
+def _run_child(name: str, size: int, profile: str, timeout: float) -> dict:
+    cmd = [sys.executable, __file__, name, "--size", str(size), "--profiles", profile, "--one"]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                              env={**os.environ, "OMP_NUM_THREADS": "1"})
+    except subprocess.TimeoutExpired:
+        return {"whole": False, "error": f"timeout {timeout:.0f}s"}
+    lines = done.stdout.strip().splitlines()
+    if done.returncode == 0 and lines:
+        return json.loads(lines[-1])
+    return {"whole": False, "error": (done.stderr.strip().splitlines() or ["?"])[-1][:200]}
+
+
+def _verdict(row: dict) -> str:
+    if "error" in row:
+        return "ERROR " + row["error"]
+    if not row["whole"]:
+        return f"PARTIAL {row['parts']} parts, {row['n_cpu']} cpu: " + "; ".join(row["cpu"][:1])
+    if "max_step" in row:
+        return ("exact" if row["ok"] else f"WRONG {row['differ']}/{row['n']} off, "
+                f"max {row['max_step']} steps") + f" ({row['levels']} levels)"
+    return ("ok" if row["ok"] else "WRONG") + f" rel_err {row['rel_err']:.1e}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("models", nargs="*")
+    ap.add_argument("--all", action="store_true", help="every arch_models entry too")
+    ap.add_argument("--size", type=int, default=64, help="torchvision input height and width")
+    ap.add_argument("--profiles", default="INT,FP")
+    ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--jsonl", help="also write one JSON line per cell here")
+    ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.one:  # the child: one cell, one JSON object
+        print(json.dumps(cell(a.models[0], a.size, a.profiles)), flush=True)
+        return
+    names = list(a.models)
+    if a.all:
+        sys.path.insert(0, str(HERE.parent / "tests" / "lowering"))
+        import arch_models
+
+        names = [*arch_models.BUILDERS, *names]
+    out = open(a.jsonl, "a") if a.jsonl else None  # noqa: SIM115 - open for the whole run
+    print(f"{'model':32} {'profile':7} verdict")
+    for name in names:
+        for profile in a.profiles.split(","):
+            row = _run_child(name, a.size, profile, a.timeout)
+            print(f"{name:32} {profile:7} {_verdict(row)}", flush=True)
+            if out:
+                out.write(json.dumps({"model": name, "profile": profile, **row}) + "\n")
+                out.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+"""Fold the parts of the graph that do not depend on the inputs into constants.
+
+HuggingFace models build position ids, attention masks and packed-sequence checks from
+``arange`` / ``full`` and the model's buffers at every call (``diff``, ``cumsum`` and ``where``
+of int64 ids, ``finfo.min`` masks...); a weight may be computed from parameters (a transposed
+or sliced projection). None of that reads an input, so its value is the one the example run
+gave: a constant. Random ops are left alone. Adding a folded all-zero constant (HuggingFace
+ViT's "mask" of an unpadded sequence, ``where(True, 0, finfo.min)``) is then dropped: in INT
+that operand is quantized with the range of ``finfo.min`` (a scale of ~1e36), which no
+integer add can combine with the scores.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.fx as fx
+
+from ..graph_utils import add_constant, get_constant, val
+from .base import GraphPass, PassContext
+
+aten = torch.ops.aten
+
+
+def _foldable(n: fx.Node, constant: set[fx.Node]) -> bool:
+    """``n`` computes a tensor from constants only, deterministically."""
+    if n.op != "call_function" or not isinstance(n.target, torch._ops.OpOverload):
+        return False
+    if torch.Tag.nondeterministic_seeded in n.target.tags or n.target._schema.is_mutable:
+        return False
+    return val(n) is not None and all(a in constant for a in n.all_input_nodes)
+
+
+def constant_nodes(gm: fx.GraphModule) -> set[fx.Node]:
+    """The nodes of ``gm`` whose value does not depend on its inputs (get_attr and what
+    :func:`_foldable` computes from them).
+
+    Example:
+        >>> class M(torch.nn.Module):
+        ...     def forward(self, x):
+        ...         return x + torch.arange(3).float().cumsum(0)
+        >>> gm = torch.export.export(M(), (torch.ones(3),)).module(check_guards=False)
+        >>> from lowering.graph_utils import propagate_values
+        >>> propagate_values(gm, (torch.ones(3),))
+        >>> sorted(str(n.target).split(".")[1] for n in constant_nodes(gm))
+        ['arange', 'cumsum', 'to']
+    """
+    constant: set[fx.Node] = set()
+    for n in gm.graph.nodes:
+        if n.op == "get_attr" or _foldable(n, constant):
+            constant.add(n)
+    return constant
+
+
+class FoldConstants(GraphPass):
+    """Replace each input-independent computation whose value an input-dependent node (or the
+    output) reads by a constant holding that value.
+
+    Example:
+        >>> class M(torch.nn.Module):
+        ...     def forward(self, x):
+        ...         ids = torch.arange(4)
+        ...         return x * (ids.diff(prepend=ids[:1] - 1) == 1).cumsum(-1).float()
+        >>> gm = torch.export.export(M(), (torch.ones(4),)).module(check_guards=False)
+        >>> from lowering.graph_utils import propagate_values
+        >>> propagate_values(gm, (torch.ones(4),))
+        >>> FoldConstants()(gm, PassContext())
+        >>> [str(n.target) for n in gm.graph.nodes if n.op == "call_function" and n.users]
+        ['aten.mul.Tensor']
+    """
+
+    restructures = True
+
+    def run(self, gm: fx.GraphModule, ctx: PassContext) -> None:
+        constant = constant_nodes(gm)
+        for n in list(gm.graph.nodes):
+            if n.op != "call_function" or n not in constant or \
+                    all(u in constant for u in n.users):
+                continue
+            value = val(n)
+            c = add_constant(gm, value.clone(), "folded", before=n)
+            c.meta.update({k: n.meta[k] for k in ("val", "tv_val") if k in n.meta})
+            n.replace_all_uses_with(c)
+        for n in list(gm.graph.nodes):
+            keep = _zero_addend_kept(gm, n)
+            if keep is not None:
+                n.replace_all_uses_with(keep)
+        gm.graph.eliminate_dead_code()
+
+
+def _zero_addend_kept(gm: fx.GraphModule, n: fx.Node) -> fx.Node | None:
+    """The operand ``x`` of ``x + 0`` / ``0 + x`` / ``x - 0`` (an all-zero constant that
+    neither broadcasts nor casts ``x``), else None."""
+    if n.op != "call_function" or n.target not in (aten.add.Tensor, aten.sub.Tensor):
+        return None
+    out = val(n)
+    pairs = [(0, 1), (1, 0)] if n.target == aten.add.Tensor else [(0, 1)]
+    for keep, zero in pairs:
+        x, z = n.args[keep], get_constant(gm, n.args[zero]) if len(n.args) > 1 else None
+        vx = val(x)
+        if z is not None and vx is not None and out is not None and not z.any() and \
+                vx.shape == out.shape and vx.dtype == out.dtype:
+            return x
+    return None
