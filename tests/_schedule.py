@@ -6,12 +6,15 @@ test that a worker reaches last keeps the run going while the other worker idles
 slow tests (``tests/durations.json``: seconds per node id from a ``--durations`` run) are dealt
 out first, longest first, each to the chunk with the least known time (LPT); the other tests keep
 their collection order (one file's module fixtures stay together) behind them. A renamed or new
-test is simply not known: it keeps its place.
+test is simply not known: it keeps its place. Refresh the table after a run with
+``--durations=80``: ``python tests/_schedule.py pytest-output.txt``.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import sys
 from pathlib import Path
 
 DURATIONS = Path(__file__).with_name("durations.json")
@@ -58,3 +61,20 @@ def order_items(config, items: list) -> None:
     seconds = json.loads(DURATIONS.read_text())
     workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
     items[:] = [items[i] for i in deal([it.nodeid for it in items], seconds, workers)]
+
+
+def parse_durations(report: str) -> dict[str, float]:
+    """Seconds per node id (setup + call + teardown) from pytest's ``--durations`` report, longest first.
+
+    >>> parse_durations("12.50s call     tests/a.py::t\\n0.50s setup    tests/a.py::t")
+    {'tests/a.py::t': 13.0}
+    """
+    seconds: dict[str, float] = {}
+    for m in re.finditer(r"^\s*([\d.]+)s (?:call|setup|teardown)\s+(\S+)", report, re.M):
+        seconds[m.group(2)] = round(seconds.get(m.group(2), 0.0) + float(m.group(1)), 1)
+    return dict(sorted(seconds.items(), key=lambda kv: -kv[1]))
+
+
+if __name__ == "__main__":
+    DURATIONS.write_text(json.dumps(parse_durations(Path(sys.argv[1]).read_text()), indent=0) + "\n")
+

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from _schedule import chunk_sizes, deal
+from _schedule import chunk_sizes, deal, parse_durations
 
 
 def _simulated_chunks(order: list[int], workers: int) -> list[list[int]]:
@@ -38,3 +38,13 @@ def test_each_worker_starts_with_its_slow_tests_balanced():
             loads.append(sum(slow))
         # LPT: no worker's known load exceeds another's by more than the longest test
         assert max(loads) - min(loads) <= max(seconds.values())
+
+
+def test_durations_table_is_read_from_a_durations_report():
+    report = ("=== slowest durations ===\n"
+              "30.25s call     tests/x.py::test_a[1]\n"
+              "2.00s setup    tests/x.py::test_a[1]\n"
+              "7.10s call     tests/y.py::test_b\n")
+    table = parse_durations(report)
+    assert table == {"tests/x.py::test_a[1]": 32.2, "tests/y.py::test_b": 7.1}
+    assert list(table) == ["tests/x.py::test_a[1]", "tests/y.py::test_b"]
