@@ -17,9 +17,14 @@ Used by ``tests/lowering/test_et_suite.py`` and ``benchmarks/bench_et_suite.py``
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import importlib
+import importlib.metadata
+import importlib.util
 import io
 import itertools
+import json
 import re
 import sys
 import types
@@ -169,6 +174,86 @@ def _skip_reason(name: str, inputs: tuple, kwargs: dict) -> str | None:
                                                         torch.float64):
             return f"{x.dtype} input"
     return None
+
+
+def file_key(file: str, kind: str = "ops") -> str:
+    """What a listed file's cases depend on: the executorch version and the file's bytes, read
+    without importing ExecuTorch (its import is seconds of CPU in every xdist worker).
+
+    Example:
+        >>> len(file_key("test_add.py"))  # doctest: +SKIP
+        16
+    """
+    spec = importlib.util.find_spec("executorch")
+    path = Path(next(iter(spec.submodule_search_locations))) / "backends/arm/test" / kind / file
+    data = path.read_bytes() if path.exists() else b""
+    version = importlib.metadata.version("executorch")
+    return hashlib.sha256(version.encode() + b"\0" + data).hexdigest()[:16]
+
+
+def usable(case: EtCase) -> bool:
+    """A plain INT/FP case that ExecuTorch itself expects to pass."""
+    return case.skip is None and case.et_xfail is None
+
+
+@functools.cache
+def collected(file: str, kind: str = "ops") -> tuple[EtCase, ...]:
+    """:func:`collect` of one file, once per process (a test body looks its case up here).
+
+    Example:
+        >>> collected("test_prelu.py")[0].profile  # doctest: +SKIP
+        'FP'
+    """
+    return tuple(_collect_file(file, kind, ("INT", "FP")))
+
+
+def usable_ids(files: Iterable[str] | None, kind: str, listing: Path) -> list[str]:
+    """Ids of the :func:`usable` cases of ``files`` (default: all of ``kind``): from ``listing``
+    (written by :func:`write_listing`) for the files whose :func:`file_key` it matches, so pytest
+    collects them without importing ExecuTorch; the other files are collected live.
+
+    Example:
+        >>> usable_ids(["test_prelu.py"], "ops", Path("tests/lowering/et_cases.json"))[0]  # doctest: +SKIP
+        'test_prelu.py::test_prelu_tosa_FP[...]'
+    """
+    listed = json.loads(listing.read_text()).get(kind, {}) if listing.exists() else {}
+    ids: list[str] = []
+    for file in files if files is not None else test_files(kind):
+        entry = listed.get(file)
+        if entry is not None and entry["key"] == file_key(file, kind):
+            ids += entry["ids"]
+        else:
+            ids += [c.id for c in collected(file, kind) if usable(c)]
+    return ids
+
+
+def find_case(case_id: str, kind: str = "ops") -> EtCase:
+    """The case named ``case_id`` (``file.py::test[...]``), collected live from its file.
+
+    Example:
+        >>> find_case("test_prelu.py::test_prelu_tosa_FP[...]").profile  # doctest: +SKIP
+        'FP'
+    """
+    file = case_id.split("::")[0]
+    for case in collected(file, kind):
+        if case.id == case_id:
+            return case
+    raise LookupError(f"{case_id}: not a case of ExecuTorch's {kind}/{file} (regenerate the listing: "
+                      f"python benchmarks/_et_suite.py --listing tests/lowering/et_cases.json)")
+
+
+def write_listing(listing: Path) -> None:
+    """Rewrite ``listing`` for the files it lists: each file's key and usable case ids.
+
+    Example:
+        >>> write_listing(Path("tests/lowering/et_cases.json"))  # doctest: +SKIP
+    """
+    old = json.loads(listing.read_text())
+    new = {kind: {file: {"key": file_key(file, kind),
+                         "ids": [c.id for c in collected(file, kind) if usable(c)]}
+                  for file in files}
+           for kind, files in old.items()}
+    listing.write_text(json.dumps(new, indent=1) + "\n")
 
 
 def collect(files: Iterable[str] | None = None, kind: str = "ops",
@@ -327,4 +412,12 @@ def _compare(case: EtCase, lm, module) -> str | None:
             if steps > case.qtol:
                 return f"output {i}: {steps} quantization steps from fake-quant"
         return None
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Rewrite the listing of ExecuTorch's cases the tests collect.")
+    parser.add_argument("--listing", type=Path, required=True, help="e.g. tests/lowering/et_cases.json")
+    write_listing(parser.parse_args().listing)
 

@@ -24,6 +24,14 @@ os.environ.setdefault("TOSA_MODEL_NO_BACKTRACE", "1")
 torch.set_num_threads(1)
 
 
+@pytest.hookimpl(trylast=True)  # after ``-m`` deselection: the chunks xdist sends are counted on what runs
+def pytest_collection_modifyitems(config, items):
+    """Each xdist worker starts with its share of the known slow tests (tests/_schedule.py)."""
+    from _schedule import order_items
+
+    order_items(config, items)
+
+
 _LOWERED: dict = {}
 
 

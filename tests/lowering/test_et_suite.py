@@ -15,10 +15,18 @@ the run say so). ``benchmarks/bench_et_suite.py`` runs ExecuTorch's own flow bes
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
 _et_suite = pytest.importorskip("_et_suite")  # benchmarks/, on sys.path through pyproject
+
+#: The usable case ids of the default files, so that collecting this module imports none of
+#: ExecuTorch (seconds of CPU in every xdist worker); each test body collects its own file. A
+#: file whose bytes or executorch version changed is collected live instead
+#: (``_et_suite.usable_ids``); rewrite with ``python benchmarks/_et_suite.py --listing <this>``.
+LISTING = Path(__file__).with_name("et_cases.json")
 
 #: ExecuTorch test files whose first case per INT/FP test runs by default.
 DEFAULT_FILES = (
@@ -33,30 +41,31 @@ KNOWN_GAPS: dict[str, str] = {}
 
 
 def _params(files, first_only: bool, kind: str = "ops"):
-    cases = [c for c in _et_suite.collect(files, kind=kind)
-             if c.skip is None and c.et_xfail is None]
+    ids = _et_suite.usable_ids(files, kind, LISTING)
     if first_only:
-        cases = _first_per_function(cases)
+        ids = _first_per_function(ids)
     params = []
-    for c in cases:
-        marks = [pytest.mark.xfail(strict=True, reason=KNOWN_GAPS[c.id])] \
-            if c.id in KNOWN_GAPS else []
-        params.append(pytest.param(c, id=c.id, marks=marks))
+    for cid in ids:
+        marks = [pytest.mark.xfail(strict=True, reason=KNOWN_GAPS[cid])] \
+            if cid in KNOWN_GAPS else []
+        params.append(pytest.param((kind, cid), id=cid, marks=marks))
     return params
 
 
-def _first_per_function(cases):
+def _first_per_function(ids):
     seen, out = set(), []
-    for c in cases:
-        fn = c.id.split("[")[0]
+    for cid in ids:
+        fn = cid.split("[")[0]
         if fn not in seen:
             seen.add(fn)
-            out.append(c)
+            out.append(cid)
     return out
 
 
 def _check(case):
+    """``case`` is ``(kind, case id)``: the module and inputs are collected here, not at collection."""
     torch.manual_seed(0)
+    case = _et_suite.find_case(case[1], case[0])
     verdict = _et_suite.judge_ours(case)
     assert verdict.status == "pass", f"{case.id}: {verdict.status}: {verdict.detail}"
 
@@ -72,6 +81,19 @@ def test_default_subset_is_not_empty():
     assert {c.profile for c in cases} == {"INT", "FP"}
     assert all(isinstance(c.module, torch.nn.Module) for c in cases)
     assert len(cases) >= 10
+
+
+def test_case_listing_is_current():
+    """The listing serves every default file (a stale one makes every worker collect live), and
+    its ids are what the live collector finds."""
+    import json
+
+    listed = json.loads(LISTING.read_text())
+    assert set(listed["ops"]) == set(DEFAULT_FILES) and set(listed["models"]) == set(MODEL_FILES_FAST)
+    stale = [f for kind, files in listed.items() for f, e in files.items() if e["key"] != _et_suite.file_key(f, kind)]
+    assert not stale, f"{stale}: changed since listed; run python benchmarks/_et_suite.py --listing {LISTING}"
+    live = [c.id for c in _et_suite.collect(["test_prelu.py"]) if _et_suite.usable(c)]
+    assert listed["ops"]["test_prelu.py"]["ids"] == live
 
 
 def _asked_for(metafunc, marker: str) -> bool:
@@ -127,15 +149,15 @@ MODEL_GAPS: dict[str, str] = {
 def _model_params(files, slow: bool):
     """The default run takes the first passing case of each INT/FP test of ``files``; ``slow``
     every other case (the known gaps as strict expected failures)."""
-    cases = [c for c in _et_suite.collect(files, kind="models") if c.skip is None and c.et_xfail is None]
-    quick = [c for c in cases if c.id not in MODEL_GAPS and not any(s in c.id for s in SLOW_MODELS)]
-    default_ids = {c.id for c in _first_per_function(quick)} if files is MODEL_FILES_FAST else set()
+    ids = _et_suite.usable_ids(files, "models", LISTING)
+    quick = [cid for cid in ids if cid not in MODEL_GAPS and not any(s in cid for s in SLOW_MODELS)]
+    default_ids = set(_first_per_function(quick)) if files is MODEL_FILES_FAST else set()
     params = []
-    for case in cases:
-        if slow == (case.id in default_ids):
+    for cid in ids:
+        if slow == (cid in default_ids):
             continue
-        marks = [pytest.mark.xfail(strict=True, reason=MODEL_GAPS[case.id])] if case.id in MODEL_GAPS else []
-        params.append(pytest.param(case, id=case.id, marks=marks))
+        marks = [pytest.mark.xfail(strict=True, reason=MODEL_GAPS[cid])] if cid in MODEL_GAPS else []
+        params.append(pytest.param(("models", cid), id=cid, marks=marks))
     return params
 
 
