@@ -73,8 +73,22 @@ class BlockPlan:
     #: variable tensors: (name, declaration), initialised per run from the carried state
     variables: list[tuple[str, Tensor]]
     steps: list[Step]  #: operators still to run (folded ones left out)
-    all_steps: list[Step]  #: every operator, for the capture hook
+    #: every operator in order: a Step, or (index, operator, declaration) of a folded CONST,
+    #: made a Step only when :attr:`all_steps` is asked for (the capture hook)
+    entries: list = field(default_factory=list, repr=False)
     fingerprint: tuple = field(default=(), repr=False)
+
+    @property
+    def all_steps(self) -> list[Step]:
+        """Every operator's step, folded ones included, for the capture hook."""
+        entries = self.entries
+        for i, entry in enumerate(entries):
+            if type(entry) is tuple:
+                index, operator, decl = entry
+                working = dtype_info(decl.dtype).working
+                entries[i] = Step(index, operator, _STOCK_CONST, [], [], [decl],
+                                  [(decl.name, working, tuple(decl.shape))], folded=True)
+        return entries
 
 
 _OP, _DATA = attrgetter("op"), attrgetter("data")
@@ -189,7 +203,7 @@ def build_plan(block: Block) -> BlockPlan:
     inputs = set(block.inputs)
     constants: dict[str, np.ndarray] = {}
     variables: list[tuple[str, Tensor]] = []
-    for name, decl in {**block.shapes, **block.tensors}.items():
+    for name, decl in decls.items():
         if name in inputs:
             continue
         if decl.variable:
@@ -198,17 +212,20 @@ def build_plan(block: Block) -> BlockPlan:
             constants[name] = decl.data
     available = set(constants) | inputs | {n for n, _ in variables}
     foldable = set(constants)  # names whose value is the same on every run
-    steps: list[Step] = []
+    entries: list = []
+    const_ok = REGISTRY.get("CONST") is _STOCK_CONST
     for index, operator in enumerate(block.operators):
-        step = _const_step(index, operator, decls)
-        if step is not None:  # most operators of a lowered graph: skip the general machinery
-            steps.append(step)
-            available.add(step.outputs[0][0])
-            constants[step.outputs[0][0]] = decls[step.outputs[0][0]].data
-            foldable.add(step.outputs[0][0])
-            continue
+        if const_ok and operator.op == "CONST":
+            decl = _const_decl(operator, decls)
+            if decl is not None:  # most operators of a lowered graph: skip the general machinery
+                entries.append((index, operator, decl))
+                name = decl.name
+                available.add(name)
+                constants[name] = decl.data
+                foldable.add(name)
+                continue
         step = _make_step(block, index, operator, decls, available, constants)
-        steps.append(step)
+        entries.append(step)
         available.update(operator.outputs)
         if step.error_before is None and step.error_after is None and all(n in foldable for n in step.inputs) \
                 and operator.op not in _NEVER_FOLD and operator.op not in IMPURE:
@@ -223,29 +240,37 @@ def build_plan(block: Block) -> BlockPlan:
         foldable.difference_update(operator.outputs)
         for name in operator.outputs:
             constants.pop(name, None)
-    running = [s for s in steps if not s.folded]
+    running = [s for s in entries if type(s) is not tuple and not s.folded]
     _set_frees(block, running, constants)
-    return BlockPlan(block, constants, variables, running, steps)
+    return BlockPlan(block, constants, variables, running, entries)
 
 
 #: The stock CONST function: a CONST step is folded directly only while it is in the registry.
 _STOCK_CONST = REGISTRY.get("CONST")
 
 
-def _const_step(index: int, operator: Operator, decls: dict[str, Tensor]) -> Step | None:
-    """The folded step of a well-formed CONST (what :func:`_make_step` and :func:`_fold` would
-    make of it, without calling the op), or None for anything else."""
-    if operator.op != "CONST" or operator.inputs or len(operator.outputs) != 1:
+def _const_decl(operator: Operator, decls: dict[str, Tensor]) -> Tensor | None:
+    """The output declaration of a well-formed CONST, whose step is folded (what
+    :func:`_make_step` and :func:`_fold` would make of it, without calling the op); else None."""
+    outputs = operator.outputs
+    if operator.inputs or len(outputs) != 1:
         return None
-    fn = REGISTRY.get("CONST")
-    decl = decls.get(operator.outputs[0])
-    if fn is not _STOCK_CONST or decl is None or decl.data is None or decl.data.flags.writeable:
+    decl = decls.get(outputs[0])
+    data = None if decl is None else decl.data
+    if data is None or data.flags.writeable:
         return None
-    shape = tuple(decl.shape)
-    working = dtype_info(decl.dtype).working
-    if decl.data.dtype != working or decl.data.shape != shape or (decl.dtype != "SHAPE" and 0 in shape):
+    dtype = decl.dtype
+    working = _WORKING.get(dtype)
+    if working is None:
+        working = _WORKING[dtype] = dtype_info(dtype).working
+    shape = decl.shape if type(decl.shape) is tuple else tuple(decl.shape)
+    if data.dtype != working or data.shape != shape or (dtype != "SHAPE" and 0 in shape):
         return None
-    return Step(index, operator, fn, [], [], [decl], [(decl.name, working, shape)], folded=True)
+    return decl
+
+
+#: TOSA dtype name -> working numpy dtype (a dict hit on the plan's hottest path)
+_WORKING: dict[str, np.dtype] = {}
 
 
 def _make_step(block: Block, index: int, operator: Operator, decls: dict[str, Tensor],

@@ -98,8 +98,10 @@ _RESCALE_TYPES: dict[str, tuple[str, ...]] = {
 
 def _zero_point(call: OpCall, i: int, dtype: str, unsigned: bool) -> int:
     """Zero-point operand ``i`` (a [1] tensor of ``dtype``), zero- or sign-extended."""
-    call.error_if(call.in_dtype(i) != dtype, f"zero point type {call.in_dtype(i)} != {dtype}")
-    call.error_if(tuple(call.input_decls[i].shape) != (1,), f"shape of zero point input {i} != [1]")
+    if call.in_dtype(i) != dtype:  # (messages formatted only for a failing check)
+        call.error_if(True, f"zero point type {call.in_dtype(i)} != {dtype}")
+    if tuple(call.input_decls[i].shape) != (1,):
+        call.error_if(True, f"shape of zero point input {i} != [1]")
     zp = int(np.asarray(call.inputs[i]).reshape(-1)[0])
     if unsigned:
         zp &= (1 << dtype_info(dtype).bits) - 1
@@ -284,9 +286,8 @@ def _rescale_setup(call: OpCall) -> tuple:
     """The ERROR_IFs and the scale REQUIREs of RESCALE; its parameters for :func:`_rescale`."""
     call.check_arity(5, 1)
     in_t, out_t = call.in_dtype(0), call.out_dtype()
-    call.error_if(
-        out_t not in _RESCALE_TYPES.get(in_t, ()), f"unsupported RESCALE {in_t} -> {out_t}"
-    )
+    if out_t not in _RESCALE_TYPES.get(in_t, ()):  # (messages formatted only for a failing check)
+        call.error_if(True, f"unsupported RESCALE {in_t} -> {out_t}")
     attrs = call.attrs
     scale32 = bool(attrs.get("scale32", False))
     rounding_mode = attrs.get("rounding_mode", "SINGLE_ROUND")
@@ -296,10 +297,8 @@ def _rescale_setup(call: OpCall) -> tuple:
     shape = tuple(call.input_decls[0].shape)
     check_rank(call, len(shape), 0, MAX_RANK, "input")
     call.error_if(tuple(call.out_shape()) != shape, "shape(output) != shape(input)")
-    call.error_if(
-        rounding_mode not in ("SINGLE_ROUND", "INEXACT_ROUND", "DOUBLE_ROUND"),
-        f"rounding_mode {rounding_mode} unknown",
-    )
+    if rounding_mode not in ("SINGLE_ROUND", "INEXACT_ROUND", "DOUBLE_ROUND"):
+        call.error_if(True, f"rounding_mode {rounding_mode} unknown")
 
     # Attribute/type ERROR_IFs of the pseudocode (the zero-point ones follow below).
     call.error_if(scale32 and in_t == "INT48", "scale32 && is_same<in_t,i48_t>()")
@@ -319,10 +318,14 @@ def _rescale_setup(call: OpCall) -> tuple:
     # multiplier [NC] (INT32 if scale32 else INT16) and shift [NC] (INT8)
     nc = shape[-1] if per_channel else 1
     mul_t = "INT32" if scale32 else "INT16"
-    call.error_if(call.in_dtype(1) != mul_t, f"multiplier type {call.in_dtype(1)} != {mul_t}")
-    call.error_if(call.in_dtype(2) != "INT8", f"shift type {call.in_dtype(2)} != INT8")
-    call.error_if(tuple(call.input_decls[1].shape) != (nc,), f"shape(multiplier) != [NC] = [{nc}]")
-    call.error_if(tuple(call.input_decls[2].shape) != (nc,), f"shape(shift) != [NC] = [{nc}]")
+    if call.in_dtype(1) != mul_t:
+        call.error_if(True, f"multiplier type {call.in_dtype(1)} != {mul_t}")
+    if call.in_dtype(2) != "INT8":
+        call.error_if(True, f"shift type {call.in_dtype(2)} != INT8")
+    if tuple(call.input_decls[1].shape) != (nc,):
+        call.error_if(True, f"shape(multiplier) != [NC] = [{nc}]")
+    if tuple(call.input_decls[2].shape) != (nc,):
+        call.error_if(True, f"shape(shift) != [NC] = [{nc}]")
 
     input_zp = _zero_point(call, 3, in_t, input_unsigned)
     output_zp = _zero_point(call, 4, out_t, output_unsigned)
