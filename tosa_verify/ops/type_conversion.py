@@ -217,20 +217,40 @@ def _safe_inputs(params: tuple):
     lo_v, hi_v = lo_v - input_zp, hi_v - input_zp
     limit = ((1 << 62) - ((abs(output_zp) + 1) << max(ss))) // max(max(ms), 1)  # int64 headroom
     lo_v, hi_v = max(lo_v, -limit), min(hi_v, limit)
-    for mc, sc in zip(ms, ss, strict=True):
+    if 0 in ms and not r_lo <= 0 <= r_hi:  # a zero multiplier scales every value to 0
+        return None
+    for sc, mc in _largest_multipliers(m, s, ms, ss):
         half = 1 << (sc - 1)
         if scale32:
             lo_v, hi_v = max(lo_v, -half), min(hi_v, half - 1)
-        if mc == 0:  # every value scales to 0
-            if not r_lo <= 0 <= r_hi:
-                return None
+        if mc == 0:
             continue
+        # r_lo < 0 < r_hi (int32's range moved by an int8/int16 zero point): of the channels
+        # with this shift, the largest multiplier gives the tightest bound on both sides
         lo_v = max(lo_v, -((half - (r_lo << sc)) // mc))  # ceil(((r_lo << s) - half) / m)
         hi_v = min(hi_v, (((r_hi + 1) << sc) - half - 1) // mc)
     if lo_v > hi_v:
         return None
     fast = _proven_in_range(params, (lo_v + input_zp, hi_v + input_zp))
     return None if fast is None else (lo_v + input_zp, hi_v + input_zp, fast)
+
+
+def _largest_multipliers(m, s, ms: list[int], ss: list[int]) -> list[tuple[int, int]]:
+    """(shift, largest multiplier with that shift) for each distinct shift of the channels
+    (``m``, ``s``: the setup's multiplier and shift; ``ms``, ``ss``: the same as lists).
+
+    >>> m, s = np.array([3, 9, 4]), np.array([30, 30, 31])
+    >>> _largest_multipliers(m, s, m.tolist(), s.tolist())
+    [(30, 9), (31, 4)]
+    """
+    if len(ms) == 1 or min(ms) < 0 or max(ms) >= 1 << 31 or min(ss) < 2 or max(ss) > 62:
+        return list(zip(ss, ms, strict=True))  # (an empty tensor's unchecked scales: each channel)
+    # 0 <= m < 2**31 and 2 <= s <= 62: one sortable int64 key per channel, the largest m
+    # last among the channels of each shift
+    keys = np.unique((np.asarray(s, np.int64) << 32) | np.asarray(m, np.int64))
+    shifts = keys >> 32
+    last = np.append(shifts[1:] != shifts[:-1], True)
+    return list(zip(shifts[last].tolist(), (keys[last] & 0xFFFFFFFF).tolist(), strict=True))
 
 
 def _channels(value) -> list[int]:
@@ -263,12 +283,14 @@ def _proven_in_range(params: tuple, data: tuple[int, int] | None = None):
         return None
     # per channel, exact in int64 after the bound above (vectorised: per-channel RESCALEs have
     # one channel per output channel; one channel in Python integers, cheaper than numpy's calls)
+    if len(ms) > 1:
+        mc, sc = np.asarray(m, np.int64), np.asarray(s, np.int64)  # (int64 arrays already)
+        rounding_c = np.int64(1) << (sc - 1)
     for v in (vmin, vmax):
         if len(ms) == 1:
             low = high = (v * ms[0] + (1 << (ss[0] - 1))) >> ss[0]
         else:
-            mc, sc = np.asarray(ms, np.int64), np.asarray(ss, np.int64)
-            r = (np.int64(v) * mc + (np.int64(1) << (sc - 1))) >> sc
+            r = (np.int64(v) * mc + rounding_c) >> sc
             low, high = int(r.min()), int(r.max())
         if not (lo32 <= low and high <= hi32 and lo32 <= low + output_zp and high + output_zp <= hi32):
             return None
