@@ -69,7 +69,7 @@ class Tensor:
     @property
     def size(self) -> int:
         """Number of elements (1 for rank 0)."""
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(map(int, self.shape))
 
 
 @dataclass

@@ -61,7 +61,8 @@ def cast(call: OpCall) -> list[np.ndarray]:
     call.check_arity(1, 1)
     in_t, out_t = call.in_dtype(), call.out_dtype()
     allowed = _CAST_TYPES.get(in_t, ()) + (_CAST_INT64.get(in_t, ()) if is_tosa_11(call) else ())
-    call.error_if(out_t not in allowed, f"unsupported CAST {in_t} -> {out_t}")
+    if out_t not in allowed:
+        call.error_if(True, f"unsupported CAST {in_t} -> {out_t}")
     shape = tuple(call.input_decls[0].shape)
     check_rank(call, len(shape), 0, MAX_RANK, "input")
     call.error_if(tuple(call.out_shape()) != shape, "shape(output) != shape(input)")
@@ -498,9 +499,12 @@ def cast_to_block_scaled(call: OpCall) -> list[np.ndarray]:
     call.check_arity(1, 2)
     size = block_size(call)
     in_dt, out_dt, scale_dt = call.in_dtype(0), call.out_dtype(0), call.out_dtype(1)
-    call.error_if(in_dt not in _BLOCK_FLOATS, f"in_t {in_dt} not bf16_t/fp32_t")
-    call.error_if(out_dt not in MX_ELEMENT_TYPES, f"out_t {out_dt} is not an MX element type")
-    call.error_if(scale_dt != SCALE_TYPE, f"scale_t {scale_dt} != {SCALE_TYPE}")
+    if in_dt not in _BLOCK_FLOATS:
+        call.error_if(True, f"in_t {in_dt} not bf16_t/fp32_t")
+    if out_dt not in MX_ELEMENT_TYPES:
+        call.error_if(True, f"out_t {out_dt} is not an MX element type")
+    if scale_dt != SCALE_TYPE:
+        call.error_if(True, f"scale_t {scale_dt} != {SCALE_TYPE}")
     shape = tuple(call.input_decls[0].shape)
     _check_block_shapes(call, shape, size)
     call.error_if(tuple(call.out_shape(0)) != shape, "shape(output_data) != shape")
@@ -528,9 +532,12 @@ def cast_from_block_scaled(call: OpCall) -> list[np.ndarray]:
     call.check_arity(2, 1)
     size = block_size(call)
     in_dt, scale_dt, out_dt = call.in_dtype(0), call.in_dtype(1), call.out_dtype()
-    call.error_if(in_dt not in MX_ELEMENT_TYPES, f"in_t {in_dt} is not an MX element type")
-    call.error_if(scale_dt != SCALE_TYPE, f"scale_t {scale_dt} != {SCALE_TYPE}")
-    call.error_if(out_dt not in _BLOCK_FLOATS, f"out_t {out_dt} not bf16_t/fp32_t")
+    if in_dt not in MX_ELEMENT_TYPES:
+        call.error_if(True, f"in_t {in_dt} is not an MX element type")
+    if scale_dt != SCALE_TYPE:
+        call.error_if(True, f"scale_t {scale_dt} != {SCALE_TYPE}")
+    if out_dt not in _BLOCK_FLOATS:
+        call.error_if(True, f"out_t {out_dt} not bf16_t/fp32_t")
     shape, s_shape = tuple(call.input_decls[0].shape), tuple(call.input_decls[1].shape)
     _check_block_shapes(call, shape, size)
     call.error_if(len(shape) != len(s_shape), "rank(shape) != rank(in_scale_shape)")
