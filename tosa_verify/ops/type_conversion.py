@@ -297,9 +297,13 @@ def _proven_in_range(params: tuple, data: tuple[int, int] | None = None):
             return None
     # (v * m + round) >> s, then + output_zp: folded into the rounding term, exact because the
     # zero point is an integer: ((v*m + round) >> s) + zp == (v*m + round + (zp << s)) >> s.
-    shift = s if not np.ndim(s) else np.asarray(s, np.int64)
-    mult = m if not np.ndim(m) else np.asarray(m, np.int64)
-    rounding = (np.int64(1) << (shift - 1)) + (np.int64(output_zp) << shift)
+    if len(ms) == 1 and not np.ndim(s):  # per tensor: the same integers, from Python's (exact) ones
+        shift, mult = s, m
+        rounding = np.int64((1 << (ss[0] - 1)) + (output_zp << ss[0]))  # |.| < 2**62 (bounded above)
+    else:
+        shift = s if not np.ndim(s) else np.asarray(s, np.int64)
+        mult = m if not np.ndim(m) else np.asarray(m, np.int64)
+        rounding = (np.int64(1) << (shift - 1)) + (np.int64(output_zp) << shift)
     lo, hi = int_range(out_t)
     mask = (1 << dtype_info(in_t).bits) - 1 if input_unsigned else 0
     return mult, shift, rounding, input_zp, mask, np.int64(lo), np.int64(hi), dtype_info(out_t).working
@@ -373,12 +377,15 @@ def _rescale_setup(call: OpCall) -> tuple:
     shift = call.inputs[2].astype(np.int64).reshape(-1)
     # REQUIREs of apply_scale_32/16 on the scale factors actually used.
     if 0 not in shape:  # (an empty tensor uses none; shapes are checked to have nc entries)
-        call.require(multiplier.min() >= 0, "multiplier >= 0")
-        call.require(2 <= shift.min() and shift.max() <= 62, "2 <= shift && shift <= 62")
+        # (Python's min/max over the few channels: cheaper than numpy's reductions)
+        ms, ss = multiplier.tolist(), shift.tolist()
+        call.require(min(ms) >= 0, "multiplier >= 0")
+        call.require(2 <= min(ss) and max(ss) <= 62, "2 <= shift && shift <= 62")
 
     m = multiplier if per_channel else multiplier[0]
     s = shift if per_channel else shift[0]
-    bounds = (-np.left_shift(np.int64(1), s - 1), np.left_shift(np.int64(1), s - 1)) if scale32 else None
+    half = np.left_shift(np.int64(1), s - 1) if scale32 else None
+    bounds = (-half, half) if scale32 else None
     return (in_t, out_t, scale32, rounding_mode, input_unsigned, output_unsigned, input_zp, output_zp,
             m, s, bounds)
 
