@@ -217,8 +217,10 @@ def charge(call: Any, block: Any) -> None:
 
 def _elements(decl: Any) -> int:
     dims = decl.shape
-    if type(dims) is tuple and (not dims or min(dims) >= 0) and all(type(d) is int for d in dims):
-        return math.prod(dims)  # a loaded graph's shape: no conversions
+    if type(dims) is tuple and dims:  # a loaded graph's shape (Python ints): no conversions
+        count = math.prod(dims)
+        if type(count) is int and min(dims) >= 0:  # (a numpy int among them makes a numpy count)
+            return count
     dims = tuple(map(int, dims))
     return math.prod(dims) if not dims or min(dims) >= 0 else math.prod(max(d, 0) for d in dims)
 
@@ -262,10 +264,14 @@ def _block_need(graph: Any, block: Any, active: set[str], memo: dict[str, int],
     active = active | {block.name}
     worst = 0
     for op in block.operators:
-        extra = 8 * max((elements[n] for n in op.outputs if n in elements), default=0)
+        outputs = op.outputs
+        # (element counts are >= 0, so an undeclared output's 0 changes no maximum)
+        extra = 8 * (elements.get(outputs[0], 0) if len(outputs) == 1 else
+                     max((elements[n] for n in outputs if n in elements), default=0))
         attrs = op.attrs
         if type(attrs) is dict and _SUB_GRAPH_SET.isdisjoint(attrs):  # no sub-graph: the common case
-            worst = max(worst, extra)
+            if extra > worst:
+                worst = extra
             continue
         subs = []
         for attr in _SUB_GRAPHS:
