@@ -51,6 +51,15 @@ class _Decline(Exception):
     """The common case does not apply: read the block table by table."""
 
 
+def _string(buf: bytes, size: int, at: int) -> str:
+    """The string referenced from position ``at`` of ``buf`` (``size`` bytes)."""
+    start = at + _U32(buf, at)[0] + 4
+    end = start + _U32(buf, start - 4)[0]
+    if end > size:
+        raise _Decline
+    return buf[start:end].decode("utf8")
+
+
 class _Reader:
     """Reads of one buffer, with the vtables decoded once each (see the module docstring)."""
 
@@ -110,18 +119,6 @@ class _Reader:
             raise _Decline
         return list(map(add, _unpacker("I", count)(self.buf, start), range(start, start + 4 * count, 4)))
 
-    def string(self, at: int) -> str:
-        """The string referenced from ``at`` (declines if absent)."""
-        if not at:
-            raise _Decline
-        return self._string_at(at + _U32(self.buf, at)[0])
-
-    def _string_at(self, start: int) -> str:
-        end = start + 4 + _U32(self.buf, start)[0]
-        if end > self.size:
-            raise _Decline
-        return self.buf[start + 4:end].decode("utf8")
-
     def strings(self, at: int) -> list[str]:
         """The strings of the vector of strings referenced from ``at`` ([] when absent)."""
         if not at:
@@ -131,14 +128,7 @@ class _Reader:
         stop = start + 4 * _U32(buf, start - 4)[0]
         if stop > size:
             raise _Decline
-        out = []
-        for k in range(start, stop, 4):  # (lists of one to three names: no gathers)
-            p = k + _U32(buf, k)[0] + 4
-            end = p + _U32(buf, p - 4)[0]
-            if end > size:
-                raise _Decline
-            out.append(buf[p:end].decode("utf8"))
-        return out
+        return [_string(buf, size, k) for k in range(start, stop, 4)]
 
     def vector(self, at: int, fmt: str, width: int) -> tuple:
         """The numbers of the vector referenced from ``at`` (() when absent)."""
@@ -161,11 +151,13 @@ def read_tensors(block: Table, f: Field, make: Callable) -> list | None:
     try:
         buf = block.buf
         cols = _Reader(buf, table_layout("TosaTensor"), _TENSOR_READ)
-        offsets, string, vector = cols.offsets, cols.string, cols.vector
+        offsets, vector, size = cols.offsets, cols.vector, cols.size
         out = []
         for pos in cols.tables(block._at(f.slot)):
             o_name, o_shape, o_type, o_data = offsets(pos)
-            name = string(pos + o_name) if o_name else string(0)
+            if not o_name:
+                raise _Decline
+            name = _string(buf, size, pos + o_name)
             shape = vector(pos + o_shape, "i", 4) if o_shape else ()
             if shape and min(shape) < 0:
                 raise _Decline
@@ -193,7 +185,7 @@ def read_operators(block: Table, f: Field, make: Callable) -> list | None:
         buf = block.buf
         cols = _Reader(buf, table_layout("TosaOperator"), _OP_READ)
         text = _Reader(buf, table_layout("OpLocation"), ("Text",))
-        offsets, strings = cols.offsets, cols.strings
+        offsets, strings, text_offsets, size = cols.offsets, cols.strings, text.offsets, cols.size
         out = []
         for pos in cols.tables(block._at(f.slot)):
             o_op, o_kind, o_attr, o_in, o_out, o_loc = offsets(pos)
@@ -203,9 +195,11 @@ def read_operators(block: Table, f: Field, make: Callable) -> list | None:
             location = ""
             if o_loc:
                 loc = pos + o_loc + _U32(buf, pos + o_loc)[0]
-                [o_text] = text.offsets(loc)
-                location = text.string(loc + o_text) if o_text else ""
-            out.append(make(code, kind, attr, strings(o_in and pos + o_in), strings(o_out and pos + o_out), location))
+                [o_text] = text_offsets(loc)
+                if o_text:
+                    location = _string(buf, size, loc + o_text)
+            out.append(make(code, kind, attr, strings(pos + o_in) if o_in else [],
+                            strings(pos + o_out) if o_out else [], location))
         return out
     except Exception:  # noqa: BLE001  (the per-table reader reports it, with its message)
         return None

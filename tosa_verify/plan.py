@@ -276,10 +276,14 @@ _WORKING: dict[str, np.dtype] = {}
 def _make_step(block: Block, index: int, operator: Operator, decls: dict[str, Tensor],
                available: set[str], constants: dict[str, np.ndarray]) -> Step:
     fn = REGISTRY.get(operator.op)
-    missing = [n for n in (*operator.inputs, *operator.outputs) if n not in decls]
-    input_decls = [decls[n] for n in operator.inputs if n in decls]
-    output_decls = [decls[n] for n in operator.outputs if n in decls]
-    step = Step(index, operator, fn, list(operator.inputs), input_decls, output_decls, [])
+    ins, outs = operator.inputs, operator.outputs
+    try:  # (the common case in one pass: every tensor declared)
+        input_decls, output_decls, missing = [decls[n] for n in ins], [decls[n] for n in outs], ()
+    except KeyError:
+        missing = [n for n in (*ins, *outs) if n not in decls]
+        input_decls = [decls[n] for n in ins if n in decls]
+        output_decls = [decls[n] for n in outs if n in decls]
+    step = Step(index, operator, fn, list(ins), input_decls, output_decls, [])
     if fn is None:
         step.error_before = TosaUnsupportedError(f"operator {index} {operator.op}: not supported by the interpreter")
         return step
@@ -287,14 +291,18 @@ def _make_step(block: Block, index: int, operator: Operator, decls: dict[str, Te
         step.error_before = _validation_error(
             index, operator, f"tensor {missing[0]!r} is not declared in block {block.name!r}", missing[:1])
         return step
-    unproduced = [n for n in operator.inputs if n not in available]
-    if unproduced:
+    if not available.issuperset(ins):
+        unproduced = [n for n in ins if n not in available]
         step.error_before = _validation_error(
             index, operator, f"input tensor {unproduced[0]!r} is used before it is produced", unproduced[:1])
         return step
     for decl in output_decls:
-        step.outputs.append((decl.name, dtype_info(decl.dtype).working, tuple(decl.shape)))
-        if decl.dtype != "SHAPE" and any(d < 1 for d in decl.shape) and step.error_after is None:
+        dtype, shape = decl.dtype, tuple(decl.shape)
+        working = _WORKING.get(dtype)
+        if working is None:
+            working = _WORKING[dtype] = dtype_info(dtype).working
+        step.outputs.append((decl.name, working, shape))
+        if dtype != "SHAPE" and shape and min(shape) < 1 and step.error_after is None:
             where = OpCall(index, operator, [], input_decls, output_decls)._where()
             condition = f"output {decl.name!r} has a dimension < 1 in {list(decl.shape)}"
             step.error_after = TosaValidationError(
