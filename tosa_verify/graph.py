@@ -170,6 +170,12 @@ def _attribute_reader(kind: int) -> tuple[str, list[tuple[str, str, Field]]]:
     return class_name, sorted(fields)
 
 
+@functools.cache
+def _attribute_layout(kind: int) -> tuple[Field, ...]:
+    """The fields of :func:`_attribute_reader`'s list, for :meth:`Table.fields`."""
+    return tuple(f for _, _, f in _attribute_reader(kind)[1])
+
+
 def _read_attributes(table: Table, kind: int, op_name: str) -> dict[str, object]:
     if kind == 0:
         return {}
@@ -179,16 +185,17 @@ def _read_attributes(table: Table, kind: int, op_name: str) -> dict[str, object]
     result: dict[str, object] = {}
     if table is None:
         raise TosaFormatError(f"{op_name}: attribute of type {class_name} is missing")
-    for meth, key, f in fields:
+    # every field in one call (attribute fields are scalars, strings and numeric vectors only)
+    for (meth, key, f), value in zip(fields, table.fields(_attribute_layout(kind)), strict=True):
         if f.kind == "vector":
-            values = table.vector(f)
             if meth in ("MinVal", "MaxVal"):
-                result[key] = b"" if values is None else values.tobytes()
+                result[key] = b"" if value is None else value.tobytes()
             else:
-                result[key] = [] if values is None else values.tolist()
+                result[key] = [] if value is None else value.tolist()
             continue
-        value = table.string(f) if f.kind == "string" else table.scalar(f)
-        if key in _ENUM_FIELDS:
+        if f.kind == "string":
+            value = value or ""
+        elif key in _ENUM_FIELDS:
             value = _ENUM_FIELDS[key].get(value, value)
         elif key == "acc_type":
             value = DTYPE_BY_CODE[value].name if value in DTYPE_BY_CODE else value
