@@ -1,18 +1,19 @@
 """A lean reader of a small block's tensor and operator tables: one pass, plain ``struct`` reads.
 
 A lowered graph declares one tensor and one operator per constant, so loading a small graph was
-mostly per-table Python work, and the fixed cost of the column-wise reader's numpy gathers
-(:mod:`._bulk_read`, which wins from a few hundred tables on). This reader does the least of it per table: a flatbuffer builder
-shares one vtable between tables with the same fields present, so each distinct vtable is
-decoded once (its field offsets, and whether it sets a field this reader does not read); a
-table is then a handful of ``unpack_from`` calls and one slice per string. Shapes come back as
-tuples straight from ``struct``, constant data as (position, length) in the buffer.
+mostly per-table Python work plus the fixed cost of the column-wise reader's numpy gathers
+(:mod:`._bulk_read`, which wins from about a hundred tables on: see :data:`MAX_TABLES`). This
+reader does the least work per table: a flatbuffer builder shares one vtable between tables with
+the same fields present, so each distinct vtable is decoded once (its field offsets, and which
+other fields it sets); a table is then a handful of ``unpack_from`` calls and one slice per
+string. Shapes come back as tuples straight from ``struct``, constant data as (position, length)
+in the buffer.
 
-Both readers cover the common case of a block of at most :data:`MAX_TABLES` tables and return
-None for anything else (a field they do not
-read is set to other than its default, a position outside the buffer, a corrupt count): the
-caller then reads the block with the per-table reader, which reports any error with its usual
-message. So the result, or the error, is always the per-table reader's.
+It covers the common case of a block of at most :data:`MAX_TABLES` tables and returns None for
+anything else (a field it does not read set to other than its default, a position outside the
+buffer, a corrupt count): the caller then reads the block with the column-wise or the per-table
+reader, which reports any error with its usual message. So the result, or the error, is always
+the per-table reader's.
 
 >>> tensors = read_tensors(block, table_layout("TosaBasicBlock")["Tensors"], make)   # doctest: +SKIP
 """
@@ -23,6 +24,7 @@ import struct
 from collections.abc import Callable
 from operator import add
 
+from ._bulk_read import _OP_READ, _TENSOR_READ
 from ._flatbuffer import Field, Table, table_layout
 
 _U32 = struct.Struct("<I").unpack_from
@@ -141,13 +143,9 @@ class _Reader:
         return _unpacker(fmt, count)(self.buf, start)
 
 
-_TENSOR_READ = ("Name", "Shape", "Type", "Data")
-
-
 def read_tensors(block: Table, f: Field, make: Callable) -> list | None:
-    """The tensors of ``block`` (field ``f``), each ``make(name, shape, code, data position,
-    data length)`` (length 0 without data); None when the common case does not apply (see the
-    module docstring)."""
+    """What :func:`._bulk_read.read_tensors` returns (the same ``make`` calls, in order), for a
+    block of at most :data:`MAX_TABLES` tensors; None when the common case does not apply."""
     try:
         buf = block.buf
         cols = _Reader(buf, table_layout("TosaTensor"), _TENSOR_READ)
@@ -175,12 +173,9 @@ def read_tensors(block: Table, f: Field, make: Callable) -> list | None:
         return None
 
 
-_OP_READ = ("Op", "AttributeType", "Attribute", "Inputs", "Outputs", "Location")
-
-
 def read_operators(block: Table, f: Field, make: Callable) -> list | None:
-    """The operators of ``block`` (field ``f``), each ``make(code, kind, position of the attribute
-    table or 0, inputs, outputs, location)``; None when the common case does not apply."""
+    """What :func:`._bulk_read.read_operators` returns (the same ``make`` calls, in order), for a
+    block of at most :data:`MAX_TABLES` operators; None when the common case does not apply."""
     try:
         buf = block.buf
         cols = _Reader(buf, table_layout("TosaOperator"), _OP_READ)
