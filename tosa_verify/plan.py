@@ -77,6 +77,7 @@ class BlockPlan:
     #: made a Step only when :attr:`all_steps` is asked for (the capture hook)
     entries: list = field(default_factory=list, repr=False)
     fingerprint: tuple = field(default=(), repr=False)
+    version: tuple | None = None  #: the graph version the plan was built for (None: unknown)
 
     @property
     def all_steps(self) -> list[Step]:
@@ -113,15 +114,33 @@ def _fingerprint(block: Block) -> tuple:
     )
 
 
-def plan_for(block: Block) -> BlockPlan:
-    """The cached plan of ``block``, built on first use or when the block was edited since."""
+def plan_for(block: Block, graph: Graph | None = None) -> BlockPlan:
+    """The cached plan of ``block``, built on first use or when the block was edited since.
+
+    ``graph`` (the graph holding ``block``) tells prepares and folds the TOSA version, for the
+    types the 1.1 draft adds; without it a cached plan is taken whatever version it was built
+    for, and a new one is built as for TOSA 1.0 (prepares decline 1.1-only types, so those ops
+    run unprepared, still checked at run time).
+    """
     plan = block.__dict__.get("_plan")
     fingerprint = _fingerprint(block)
-    if plan is None or plan.fingerprint != fingerprint:
-        plan = build_plan(block)
+    version = None if graph is None else graph.version
+    if plan is None or plan.fingerprint != fingerprint or (graph is not None and plan.version != version):
+        plan = build_plan(block, graph)
         plan.fingerprint = fingerprint
         block.__dict__["_plan"] = plan
     return plan
+
+
+class _PlanRuntime:
+    """The ``call.runtime`` a prepare or fold sees while a plan is built: only the graph, whose
+    version :func:`tosa_verify.ops._version.is_tosa_11` reads (no run state: ops that need it are
+    never prepared or folded)."""
+
+    __slots__ = ("graph",)
+
+    def __init__(self, graph: Graph | None) -> None:
+        self.graph = graph
 
 
 _SHAPE, _ATTRS = attrgetter("shape"), attrgetter("attrs")
@@ -178,6 +197,8 @@ def verify_graph(graph: Graph) -> frozenset[int]:
     sealed = graph.__dict__.get("_sealed", False)
     if sealed and state is not None and tuple(map(REGISTRY.get, state[2])) != state[3]:
         state = None  # an op function was replaced (a test's or caller's wrapper) since
+    if state is not None and state[4] != graph.version:
+        state = None  # plans built for another version accept other types (see plan_for)
     if state is None or not (sealed or _unchanged(graph, state[0])):
         blocks = [b for r in graph.regions for b in r.blocks]
         for block in blocks:
@@ -185,7 +206,7 @@ def verify_graph(graph: Graph) -> frozenset[int]:
         graph.__dict__.pop("_memory", None)
         names = tuple(op.op for b in blocks for op in b.operators)
         state = (None if sealed else _graph_snapshot(graph), frozenset(map(id, blocks)), names,
-                 tuple(map(REGISTRY.get, names)))
+                 tuple(map(REGISTRY.get, names)), graph.version)
         graph.__dict__["_verified"] = state
     check_need(*cached_graph_memory(graph))
     return state[1]
@@ -197,8 +218,12 @@ def _validation_error(index: int, operator: Operator, message: str, names: Seque
                                tensors=tuple(names), **({"condition": condition} if condition else {}))
 
 
-def build_plan(block: Block) -> BlockPlan:
-    """Build the plan of ``block`` (see the module docstring); never raises for a bad graph."""
+def build_plan(block: Block, graph: Graph | None = None) -> BlockPlan:
+    """Build the plan of ``block`` (see the module docstring); never raises for a bad graph.
+
+    ``graph``: the graph holding ``block``, for its TOSA version (see :func:`plan_for`).
+    """
+    runtime = _PlanRuntime(graph) if graph is not None else None
     decls: dict[str, Tensor] = {**block.shapes, **block.tensors}  # a tensor wins over a shape
     inputs = set(block.inputs)
     constants: dict[str, np.ndarray] = {}
@@ -224,12 +249,12 @@ def build_plan(block: Block) -> BlockPlan:
                 constants[name] = decl.data
                 foldable.add(name)
                 continue
-        step = _make_step(block, index, operator, decls, available, constants)
+        step = _make_step(block, index, operator, decls, available, constants, runtime)
         entries.append(step)
         available.update(operator.outputs)
         if step.error_before is None and step.error_after is None and all(n in foldable for n in step.inputs) \
                 and operator.op not in _NEVER_FOLD and operator.op not in IMPURE:
-            values = _fold(step, constants)
+            values = _fold(step, constants, runtime)
             if values is not None:
                 step.folded = True
                 for (name, _, _), value in zip(step.outputs, values, strict=True):
@@ -242,7 +267,8 @@ def build_plan(block: Block) -> BlockPlan:
             constants.pop(name, None)
     running = [s for s in entries if type(s) is not tuple and not s.folded]
     _set_frees(block, running, constants)
-    return BlockPlan(block, constants, variables, running, entries)
+    return BlockPlan(block, constants, variables, running, entries,
+                     version=None if graph is None else graph.version)
 
 
 #: The stock CONST function: a CONST step is folded directly only while it is in the registry.
@@ -274,7 +300,7 @@ _WORKING: dict[str, np.dtype] = {}
 
 
 def _make_step(block: Block, index: int, operator: Operator, decls: dict[str, Tensor],
-               available: set[str], constants: dict[str, np.ndarray]) -> Step:
+               available: set[str], constants: dict[str, np.ndarray], runtime: _PlanRuntime | None) -> Step:
     fn = REGISTRY.get(operator.op)
     ins, outs = operator.inputs, operator.outputs
     try:  # (the common case in one pass: every tensor declared)
@@ -310,13 +336,13 @@ def _make_step(block: Block, index: int, operator: Operator, decls: dict[str, Te
                 tensors=tuple(t.name for t in (*input_decls, *output_decls)), condition=condition)
     prepare = prepare_for(operator.op)
     if prepare is not None:
-        kernel = _prepared(step, prepare, constants)
+        kernel = _prepared(step, prepare, constants, runtime)
         if kernel is not None:
             step.fn = kernel
     return step
 
 
-def _prepared(step: Step, prepare, constants: dict[str, np.ndarray]):
+def _prepared(step: Step, prepare, constants: dict[str, np.ndarray], runtime: _PlanRuntime | None):
     """The op's prepared kernel, or None (then the op function runs, checks and all, every time).
 
     ``prepare`` sees the constant inputs' values (None for the others: block inputs, even when
@@ -325,17 +351,18 @@ def _prepared(step: Step, prepare, constants: dict[str, np.ndarray]):
     function reports that error at run time, in order.
     """
     values = [constants.get(n) for n in step.inputs]
-    call = OpCall(step.index, step.operator, values, step.input_decls, step.output_decls)
+    call = OpCall(step.index, step.operator, values, step.input_decls, step.output_decls, runtime)
     try:
         return prepare(call)
     except TosaError:
         return None
 
 
-def _fold(step: Step, constants: dict[str, np.ndarray]) -> list[np.ndarray] | None:
+def _fold(step: Step, constants: dict[str, np.ndarray],
+          runtime: _PlanRuntime | None) -> list[np.ndarray] | None:
     """Run a step whose inputs are all constant; its outputs (read-only), or None if it fails."""
     call = OpCall(step.index, step.operator, [constants[n] for n in step.inputs], step.input_decls,
-                  step.output_decls)
+                  step.output_decls, runtime)
     try:
         with np.errstate(all="ignore"):  # as in a run
             results = list(step.fn(call))
