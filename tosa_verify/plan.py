@@ -36,7 +36,7 @@ from .budget import cached_graph_memory, check_need
 from .dtypes import dtype_info
 from .errors import TosaError, TosaUnsupportedError, TosaValidationError
 from .graph import Block, Graph, Operator, Tensor, load
-from .ops.registry import IMPURE, REGISTRY, OpCall, prepare_for
+from .ops.registry import IMPURE, REGISTRY, SHARED_PREPARE, OpCall, prepare_for
 
 #: Operators a plan never folds even with constant inputs: they read or write run state
 #: (variables, the running interpreter) or call sub-blocks. Op modules add theirs to
@@ -135,12 +135,14 @@ def plan_for(block: Block, graph: Graph | None = None) -> BlockPlan:
 class _PlanRuntime:
     """The ``call.runtime`` a prepare or fold sees while a plan is built: only the graph, whose
     version :func:`tosa_verify.ops._version.is_tosa_11` reads (no run state: ops that need it are
-    never prepared or folded)."""
+    never prepared or folded); and, for the plan itself, the kernels prepared so far by signature
+    (see :func:`_share_key`)."""
 
-    __slots__ = ("graph",)
+    __slots__ = ("graph", "kernels")
 
     def __init__(self, graph: Graph | None) -> None:
         self.graph = graph
+        self.kernels: dict[tuple, Callable] = {}
 
 
 _SHAPE, _ATTRS = attrgetter("shape"), attrgetter("attrs")
@@ -223,7 +225,7 @@ def build_plan(block: Block, graph: Graph | None = None) -> BlockPlan:
 
     ``graph``: the graph holding ``block``, for its TOSA version (see :func:`plan_for`).
     """
-    runtime = _PlanRuntime(graph) if graph is not None else None
+    runtime = _PlanRuntime(graph)
     decls: dict[str, Tensor] = {**block.shapes, **block.tensors}  # a tensor wins over a shape
     inputs = set(block.inputs)
     constants: dict[str, np.ndarray] = {}
@@ -300,7 +302,7 @@ _WORKING: dict[str, np.dtype] = {}
 
 
 def _make_step(block: Block, index: int, operator: Operator, decls: dict[str, Tensor],
-               available: set[str], constants: dict[str, np.ndarray], runtime: _PlanRuntime | None) -> Step:
+               available: set[str], constants: dict[str, np.ndarray], runtime: _PlanRuntime) -> Step:
     fn = REGISTRY.get(operator.op)
     ins, outs = operator.inputs, operator.outputs
     try:  # (the common case in one pass: every tensor declared)
@@ -342,7 +344,7 @@ def _make_step(block: Block, index: int, operator: Operator, decls: dict[str, Te
     return step
 
 
-def _prepared(step: Step, prepare, constants: dict[str, np.ndarray], runtime: _PlanRuntime | None):
+def _prepared(step: Step, prepare, constants: dict[str, np.ndarray], runtime: _PlanRuntime):
     """The op's prepared kernel, or None (then the op function runs, checks and all, every time).
 
     ``prepare`` sees the constant inputs' values (None for the others: block inputs, even when
@@ -351,15 +353,35 @@ def _prepared(step: Step, prepare, constants: dict[str, np.ndarray], runtime: _P
     function reports that error at run time, in order.
     """
     values = [constants.get(n) for n in step.inputs]
+    key = _share_key(step, values) if step.operator.op in SHARED_PREPARE else None
+    kernel = runtime.kernels.get(key) if key is not None else None
+    if kernel is not None:
+        return kernel
     call = OpCall(step.index, step.operator, values, step.input_decls, step.output_decls, runtime)
     try:
-        return prepare(call)
+        kernel = prepare(call)
     except TosaError:
         return None
+    if key is not None and kernel is not None:
+        runtime.kernels[key] = kernel
+    return kernel
+
+
+def _share_key(step: Step, values: list[np.ndarray | None]) -> tuple | None:
+    """What a :data:`~tosa_verify.ops.registry.SHARED_PREPARE` op's kernel depends on: op,
+    attributes, declared types and shapes, constant input values (None: a value not hashable)."""
+    try:
+        attrs = tuple(sorted((k, repr(v)) for k, v in step.operator.attrs.items()))
+        consts = tuple(None if v is None else (v.dtype.str, v.shape, v.tobytes()) for v in values)
+    except (AttributeError, TypeError):
+        return None
+    return (step.operator.op, attrs, consts,
+            *((d.dtype, tuple(d.shape)) for d in step.input_decls),
+            None, *((d.dtype, tuple(d.shape)) for d in step.output_decls))
 
 
 def _fold(step: Step, constants: dict[str, np.ndarray],
-          runtime: _PlanRuntime | None) -> list[np.ndarray] | None:
+          runtime: _PlanRuntime) -> list[np.ndarray] | None:
     """Run a step whose inputs are all constant; its outputs (read-only), or None if it fails."""
     call = OpCall(step.index, step.operator, [constants[n] for n in step.inputs], step.input_decls,
                   step.output_decls, runtime)

@@ -19,7 +19,7 @@ from ._mx import MX_ELEMENT_TYPES, SCALE_TYPE, block_size, expand_scales, scale_
 from ._rescale_fast import fast_rescale
 from ._version import is_tosa_11
 from .facts import FLOAT_DTYPES, MX_DTYPES, Compliance, rescale_inexact
-from .registry import OpCall, register, register_prepare
+from .registry import SHARED_PREPARE, OpCall, register, register_prepare
 
 _FLOATS = ("FP16", "BF16", "FP32", "FP8E4M3", "FP8E5M2")
 _INTS = ("INT8", "INT16", "INT32")
@@ -121,6 +121,10 @@ def rescale(call: OpCall) -> list[np.ndarray]:
     tosa_reference_model's inputs and outputs.
     """
     return [_rescale(call, call.inputs[0], _rescale_setup(call))]
+
+
+# (the kernels below close over the parameters only; errors go through the run's call)
+SHARED_PREPARE.add("RESCALE")
 
 
 @register_prepare("RESCALE")
