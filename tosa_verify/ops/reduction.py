@@ -93,13 +93,12 @@ def _extreme_values(x: np.ndarray, axis: int, dtype: str, mode: str, largest: bo
     # float32 holds FP16/BF16 values exactly, so the comparison and the copy back are exact.
     # PROPAGATE: any NaN gives NaN (np.max/np.min). IGNORE: NaN only when the whole axis is NaN
     # (np.fmax/np.fmin ignore a NaN operand). The sign of a zero result is free per the spec.
-    xf = x.astype(np.float32)
+    xf = x if x.dtype == np.float32 else x.astype(np.float32)  # (only read below)
     if mode == "IGNORE":
         ufunc = np.fmax if largest else np.fmin
-        result = ufunc.reduce(xf, axis=axis, keepdims=True)
     else:
-        fn = np.max if largest else np.min
-        result = fn(xf, axis=axis, keepdims=True)
+        ufunc = np.maximum if largest else np.minimum  # np.max/np.min's ufuncs, without the wrapper
+    result = ufunc.reduce(xf, axis=axis, keepdims=True)
     # Equal values have equal bits except the zeros. The pseudocode folds in axis order with
     # apply_max_s (``a >= b ? a : b``: the first of tied zeros wins) and apply_min_s
     # (``a < b ? a : b``: the last wins). Either sign is allowed, but following the fold keeps
@@ -112,7 +111,7 @@ def _extreme_values(x: np.ndarray, axis: int, dtype: str, mode: str, largest: bo
             pick = zeros.shape[axis] - 1 - np.argmax(np.flip(zeros, axis=axis), axis=axis)
         chosen = np.take_along_axis(xf, np.expand_dims(pick, axis), axis=axis)
         result = np.where(result == 0, chosen, result)
-    return result.astype(dtype_info(dtype).working)
+    return result.astype(dtype_info(dtype).working, copy=False)  # (result is new: no alias of x)
 
 
 @register("REDUCE_MAX")
@@ -147,6 +146,12 @@ def prepare_reduce_sum(call: OpCall):
     """REDUCE_SUM with its (static) checks made once."""
     _, axis = _reduce_checks(call, ("INT32", *_int64.int64_if_11(call), *_FLOATS))
     dtype = call.out_dtype()
+    if dtype in ("FP32", "FP16"):
+        # _sum's float path without its copies: float64 accumulators (dtype=), one rounding by
+        # numpy's cast (round_to_float's for these types; a run already ignores overflow)
+        working = dtype_info(dtype).working
+        return lambda run: [(np.add.reduce(run.inputs[0], axis=axis, dtype=np.float64, keepdims=True)
+                             + 0.0).astype(working)]
     return lambda run: [_sum(run, run.inputs[0], axis, dtype)]
 
 
