@@ -20,6 +20,10 @@ has no separate load); then the geometric means.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_interpreter.py --small [--repeats 7] [--cache DIR]
 
+``--phases`` splits the cold call of each small graph (already in ``--cache``) into its phases:
+loading the bytes, the memory check, the plan (every declaration-only ERROR_IF, prepared
+kernels), the first run; each as a ratio to the reference model's whole call.
+
 Not part of the test suite.
 """
 
@@ -142,13 +146,55 @@ def small_suite(repeats: int, cache: Path, only: str | None = None, lower: bool 
         ops = sum(len(b.operators) for r in graph.regions for b in r.blocks)
         print(f"{key:<26} {ops:>4} {ref * 1e3:>7.2f} {call / ref:>14.2f} {cold / ref:>10.2f} {run / ref:>16.2f} "
               f"{agree:>22}", flush=True)
-    def gm(ratios):
-        return float(np.exp(np.mean(np.log(ratios))))
-
-    print(f"geometric mean ours/reference over {len(call_ratios)} graphs: per call {gm(call_ratios):.2f} "
-          f"(target <= 1.0), cold call {gm(cold_ratios):.2f}, per run of a loaded graph "
-          f"{gm(run_ratios):.2f} (target <= 0.5)")
+    print(f"geometric mean ours/reference over {len(call_ratios)} graphs: per call {_gm(call_ratios):.2f} "
+          f"(target <= 1.0), cold call {_gm(cold_ratios):.2f}, per run of a loaded graph "
+          f"{_gm(run_ratios):.2f} (target <= 0.5)")
     return 0
+
+
+def phases(repeats: int, cache: Path, only: str | None = None) -> int:
+    """Where a cold call's time goes: per graph, each phase of ``run(bytes, inputs)`` on bytes
+    never seen (load, memory check, plan with its ERROR_IF checks, first run) as a ratio to the
+    reference model's whole call, measured interleaved with it; then the geometric means."""
+    import tosa_reference_model
+    from _small_graphs import random_inputs, small_graphs
+
+    import tosa_verify
+    from tosa_verify.plan import plan_for, verify_graph
+
+    names = ("load", "verify", "plan", "run")
+    print(f"cold call by phase, ours/reference whole call; median of {repeats}, one thread")
+    print(f"{'graph':<26}" + "".join(f"{n:>8}" for n in names))
+    table = {n: [] for n in names}
+    for key, data in sorted(small_graphs(cache, lower_missing=False).items()):
+        if only and only not in key:
+            continue
+        inputs = random_inputs(tosa_verify.load(data))
+        times: dict[str, list[float]] = {n: [] for n in ("ref", *names)}
+        for _ in range(repeats):
+            times["ref"].append(_seconds(tosa_reference_model.run, data, inputs))
+            start = time.process_time()
+            graph = tosa_verify.load(data)  # a new Graph: nothing of an earlier call is reused
+            marks = [start, time.process_time()]
+            verify_graph(graph)
+            marks.append(time.process_time())
+            plan_for(graph.main)
+            marks.append(time.process_time())
+            tosa_verify.run(graph, inputs)
+            marks.append(time.process_time())
+            for name, t0, t1 in zip(names, marks, marks[1:], strict=False):
+                times[name].append(t1 - t0)
+        ref = float(np.median(times["ref"]))
+        ratios = [float(np.median(times[n])) / ref for n in names]
+        for n, r in zip(names, ratios, strict=True):
+            table[n].append(r)
+        print(f"{key:<26}" + "".join(f"{r:>8.2f}" for r in ratios), flush=True)
+    print(f"{'geometric mean':<26}" + "".join(f"{_gm(table[n]):>8.2f}" for n in names))
+    return 0
+
+
+def _gm(ratios: list[float]) -> float:
+    return float(np.exp(np.mean(np.log(ratios))))
 
 
 def _agreement(key: str, ours, ref) -> str:
@@ -167,10 +213,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--width", type=float, default=1.0, help="MobileNetV2 width multiplier")
     parser.add_argument("--small", action="store_true", help="the small-graph suite instead of MobileNetV2")
     parser.add_argument("--cached-only", action="store_true", help="small suite: only graphs already in --cache")
+    parser.add_argument("--phases", action="store_true",
+                        help="small suite (graphs already in --cache): a cold call's phases against the reference")
     parser.add_argument("--only", help="small suite: only graphs whose name contains this")
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "tosa_verify_small_graphs",
                         help="small suite: directory of the lowered graphs (reused across runs)")
     args = parser.parse_args(argv)
+    if args.phases:
+        return phases(args.repeats, args.cache, args.only)
     if args.small:
         return small_suite(args.repeats, args.cache, args.only, not args.cached_only)
     import tosa_verify

@@ -1,6 +1,6 @@
-"""The column-wise flatbuffer reader (``tosa_verify._bulk_read``) reads what the per-table reader
-reads, and a corrupt count makes it decline (the per-table reader then reports the error)
-instead of allocating by it."""
+"""The column-wise and the lean flatbuffer readers (``tosa_verify._bulk_read``, ``_lean_read``)
+read what the per-table reader reads, and a corrupt count makes them decline (the per-table
+reader then reports the error) instead of allocating by it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import tosa_verify
-from tosa_verify import _bulk_read, graph
+from tosa_verify import _bulk_read, _lean_read, graph
 from tosa_verify._flatbuffer import Table, table_layout
 from tosa_verify.errors import TosaFormatError
 from tosa_verify.graph import Block, Graph, Operator, Region, Tensor
@@ -36,13 +36,19 @@ def _main_block(data: bytes) -> Table:
     return region.tables(table_layout("TosaRegion")["Blocks"])[0]
 
 
-def test_column_reader_reads_the_same_graph_as_the_table_reader(monkeypatch) -> None:
+@pytest.mark.parametrize("reader", [_bulk_read, _lean_read])
+def test_column_and_lean_readers_read_the_same_graph_as_the_table_reader(monkeypatch, reader) -> None:
     data = _chain()
     block = _main_block(data)
-    assert _bulk_read.read_tensors(block, table_layout("TosaBasicBlock")["Tensors"], graph._make_tensor)
+    assert reader.read_tensors(block, table_layout("TosaBasicBlock")["Tensors"], graph._tensor_maker(data))
+    assert reader.read_operators(block, table_layout("TosaBasicBlock")["Operators"], lambda *a: a)
+    other = _lean_read if reader is _bulk_read else _bulk_read
+    monkeypatch.setattr(other, "read_tensors", lambda *a: None)  # only ``reader`` reads
+    monkeypatch.setattr(other, "read_operators", lambda *a: None)
     ours = tosa_verify.load(data)
-    monkeypatch.setattr(graph, "read_tensors", lambda *a: None)
-    monkeypatch.setattr(graph, "read_operators", lambda *a: None)
+    for module in (reader, other):
+        monkeypatch.setattr(module, "read_tensors", lambda *a: None)
+        monkeypatch.setattr(module, "read_operators", lambda *a: None)
     theirs = tosa_verify.load(data)
     assert ours.main.operators == theirs.main.operators
     assert list(ours.main.tensors) == list(theirs.main.tensors)
@@ -54,14 +60,15 @@ def test_column_reader_reads_the_same_graph_as_the_table_reader(monkeypatch) -> 
     np.testing.assert_array_equal(tosa_verify.run(data, [x])[0], x + np.arange(3) * sum(range(16)))
 
 
+@pytest.mark.parametrize("reader", [_bulk_read, _lean_read])
 @pytest.mark.parametrize("field", ["Tensors", "Operators"])
-def test_a_corrupt_vector_count_is_refused_without_allocating_by_it(field) -> None:
+def test_a_corrupt_vector_count_is_refused_without_allocating_by_it(field, reader) -> None:
     data = bytearray(_chain())
     block = _main_block(bytes(data))
     at = block._at(table_layout("TosaBasicBlock")[field].slot)
     start = at + struct.unpack_from("<I", data, at)[0]
     struct.pack_into("<I", data, start, 1 << 24)  # 16M tables in a few kilobytes
-    columns = _bulk_read.read_tensors if field == "Tensors" else _bulk_read.read_operators
+    columns = reader.read_tensors if field == "Tensors" else reader.read_operators
     assert columns(_main_block(bytes(data)), table_layout("TosaBasicBlock")[field], lambda *a: a) is None
     with pytest.raises(TosaFormatError, match="corrupt or truncated"):
         tosa_verify.load(bytes(data))

@@ -151,8 +151,9 @@ _TENSOR_READ = ("Name", "Shape", "Type", "Data")
 
 
 def read_tensors(block: Table, f: Field, make: Callable) -> list | None:
-    """The tensors of ``block`` (field ``f``), each ``make(name, shape, code, data_or_None)``;
-    None when the common case does not apply (see the module docstring)."""
+    """The tensors of ``block`` (field ``f``), each ``make(name, shape, code, data position,
+    data length)`` (length 0 without data); None when the common case does not apply (see the
+    module docstring)."""
     try:
         cols = _Columns(block.buf)
         pos = cols.tables(block, f)
@@ -167,8 +168,7 @@ def read_tensors(block: Table, f: Field, make: Callable) -> list | None:
             raise _Decline
         shapes = [tuple(d) for d in _split(dims.tolist(), rank)]
         data_start, data_len = cols.vectors(data_at, 1)
-        buf = block.buf
-        return [make(name, shape, code, np.frombuffer(buf, np.uint8, n, start) if n else None)
+        return [make(name, shape, code, start, n)
                 for name, shape, code, start, n in zip(names, shapes, codes, data_start.tolist(),
                                                        data_len.tolist(), strict=True)]
     except Exception:  # noqa: BLE001  (the per-table reader reports it, with its message)

@@ -216,7 +216,12 @@ def charge(call: Any, block: Any) -> None:
 
 
 def _elements(decl: Any) -> int:
-    dims = tuple(map(int, decl.shape))
+    dims = decl.shape
+    if type(dims) is tuple and dims:  # a loaded graph's shape (Python ints): no conversions
+        count = math.prod(dims)
+        if type(count) is int and min(dims) >= 0:  # (a numpy int among them makes a numpy count)
+            return count
+    dims = tuple(map(int, dims))
     return math.prod(dims) if not dims or min(dims) >= 0 else math.prod(max(d, 0) for d in dims)
 
 
@@ -232,6 +237,11 @@ def _tensor_bytes(decl: Any) -> int:
     return _elements(decl) * _itemsize(decl.dtype)
 
 
+#: The attributes naming a sub-graph (COND_IF, WHILE_LOOP), in the order they are measured.
+_SUB_GRAPHS = ("then_graph", "else_graph", "cond_graph", "body_graph")
+_SUB_GRAPH_SET = frozenset(_SUB_GRAPHS)
+
+
 def _block_need(graph: Any, block: Any, active: set[str], memo: dict[str, int],
                 sizes: list[tuple[int, str, Any]]) -> int:
     """Bytes ``block`` holds while it runs: every tensor it declares (the interpreter keeps a
@@ -245,17 +255,27 @@ def _block_need(graph: Any, block: Any, active: set[str], memo: dict[str, int],
         return memo[block.name]
     decls = {**block.shapes, **block.tensors}
     total = 0
-    for decl in decls.values():
-        size = _tensor_bytes(decl)
+    elements = {}
+    for name, decl in decls.items():
+        elements[name] = count = _elements(decl)
+        size = count * _itemsize(decl.dtype)
         total += size
         sizes.append((size, block.name, decl))
     active = active | {block.name}
     worst = 0
     for op in block.operators:
-        extra = 8 * max((_elements(decls[n]) for n in op.outputs if n in decls), default=0)
+        outputs = op.outputs
+        # (element counts are >= 0, so an undeclared output's 0 changes no maximum)
+        extra = 8 * (elements.get(outputs[0], 0) if len(outputs) == 1 else
+                     max((elements[n] for n in outputs if n in elements), default=0))
+        attrs = op.attrs
+        if type(attrs) is dict and _SUB_GRAPH_SET.isdisjoint(attrs):  # no sub-graph: the common case
+            if extra > worst:
+                worst = extra
+            continue
         subs = []
-        for attr in ("then_graph", "else_graph", "cond_graph", "body_graph"):
-            name = op.attrs.get(attr) if isinstance(op.attrs, Mapping) else None
+        for attr in _SUB_GRAPHS:
+            name = attrs.get(attr) if isinstance(attrs, Mapping) else None
             if not name or name in active:
                 continue  # a cycle fails at run time with its own nesting error
             try:

@@ -14,12 +14,14 @@ import math
 import os
 import re
 import struct
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from ._bulk_read import read_operators, read_tensors
+from . import _bulk_read, _lean_read
 from ._flatbuffer import Field, Table, table_layout
 from .dtypes import (
     BS_BLOCK,
@@ -67,7 +69,7 @@ class Tensor:
     @property
     def size(self) -> int:
         """Number of elements (1 for rank 0)."""
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(map(int, self.shape))
 
 
 @dataclass
@@ -168,6 +170,12 @@ def _attribute_reader(kind: int) -> tuple[str, list[tuple[str, str, Field]]]:
     return class_name, sorted(fields)
 
 
+@functools.cache
+def _attribute_layout(kind: int) -> tuple[Field, ...]:
+    """The fields of :func:`_attribute_reader`'s list, for :meth:`Table.fields`."""
+    return tuple(f for _, _, f in _attribute_reader(kind)[1])
+
+
 def _read_attributes(table: Table, kind: int, op_name: str) -> dict[str, object]:
     if kind == 0:
         return {}
@@ -177,16 +185,17 @@ def _read_attributes(table: Table, kind: int, op_name: str) -> dict[str, object]
     result: dict[str, object] = {}
     if table is None:
         raise TosaFormatError(f"{op_name}: attribute of type {class_name} is missing")
-    for meth, key, f in fields:
+    # every field in one call (attribute fields are scalars, strings and numeric vectors only)
+    for (meth, key, f), value in zip(fields, table.fields(_attribute_layout(kind)), strict=True):
         if f.kind == "vector":
-            values = table.vector(f)
             if meth in ("MinVal", "MaxVal"):
-                result[key] = b"" if values is None else values.tobytes()
+                result[key] = b"" if value is None else value.tobytes()
             else:
-                result[key] = [] if values is None else values.tolist()
+                result[key] = [] if value is None else value.tolist()
             continue
-        value = table.string(f) if f.kind == "string" else table.scalar(f)
-        if key in _ENUM_FIELDS:
+        if f.kind == "string":
+            value = value or ""
+        elif key in _ENUM_FIELDS:
             value = _ENUM_FIELDS[key].get(value, value)
         elif key == "acc_type":
             value = DTYPE_BY_CODE[value].name if value in DTYPE_BY_CODE else value
@@ -256,16 +265,46 @@ def _block_scaled_type(name: str, value: str, scale_code: int, block: int, shape
     return block_scaled_name(value, scale, block)
 
 
-def _make_tensor(name: str, shape: tuple[int, ...], code: int, raw: np.ndarray | None) -> Tensor:
-    """A tensor of the column-wise reader (:mod:`._bulk_read`): a KeyError or size error makes it
-    decline, and the per-table reader reports the error."""
-    dtype = DTYPE_BY_CODE[code].name
-    _checked_shape(name, shape)
-    return Tensor(name, shape, dtype, decode_constant(raw, dtype, shape) if raw is not None else None)
+@functools.cache
+def _plain_constants() -> dict[int, tuple[str, np.dtype, int]]:
+    """dtype code -> (name, working dtype, itemsize) of the types whose constant data is the
+    working array's little-endian bytes (numpy integers and floats; the rest is decoded)."""
+    return {code: (info.name, info.working, info.working.itemsize) for code, info in DTYPE_BY_CODE.items()
+            if info.working.kind in "iuf" and info.bits == 8 * info.working.itemsize and info.name != "BOOL"}
+
+
+def _tensor_maker(buf: bytes) -> Callable:
+    """The ``make`` of the lean reader (:mod:`._bulk_read`) for ``buf``: a KeyError or size error
+    makes it decline, and the per-table reader reports the error."""
+    plain = _plain_constants() if sys.byteorder == "little" else {}
+
+    def make(name: str, shape: tuple[int, ...], code: int, start: int, length: int) -> Tensor:
+        got = plain.get(code)
+        count = math.prod(shape)
+        if count > MAX_TENSOR_ELEMENTS:
+            raise _TooLarge
+        if got is None:
+            dtype = DTYPE_BY_CODE[code].name
+            data = decode_constant(np.frombuffer(buf, np.uint8, length, start), dtype, shape) if length else None
+            return Tensor(name, shape, dtype, data)
+        dtype, working, itemsize = got
+        if not length:
+            return Tensor(name, shape, dtype)
+        if length < count * itemsize:
+            raise _TooLarge  # (the per-table reader names the tensor and the sizes)
+        # a read-only view of the file's bytes, as decode_constant makes
+        return Tensor(name, shape, dtype, np.frombuffer(buf, working, count, start).reshape(shape))
+
+    return make
+
+
+class _TooLarge(Exception):
+    """A size the lean reader leaves to the per-table reader to report."""
 
 
 def _read_tensors(block: Table, fb: dict[str, Field]) -> list[Tensor]:
-    tensors = read_tensors(block, fb["Tensors"], _make_tensor)
+    make = _tensor_maker(block.buf)
+    tensors = _lean_read.read_tensors(block, fb["Tensors"], make) or _bulk_read.read_tensors(block, fb["Tensors"], make)
     if tensors is None:
         ft = table_layout("TosaTensor")
         tensor_layout = tuple(ft[k] for k in _TENSOR_FIELDS)
@@ -282,7 +321,8 @@ def _read_operators(block: Table, fb: dict[str, Field], op_names: dict[int, str]
         attribute = Table(block.buf, at) if at else None
         return Operator(op_name, _read_attributes(attribute, kind, op_name), inputs, outputs, location)
 
-    operators = read_operators(block, fb["Operators"], make)
+    operators = _lean_read.read_operators(block, fb["Operators"], make) or _bulk_read.read_operators(
+        block, fb["Operators"], make)
     if operators is not None:
         return operators
     fo, text = table_layout("TosaOperator"), table_layout("OpLocation")["Text"]

@@ -75,7 +75,7 @@ class Interpreter:
         try:
             plan = block.__dict__.get("_plan") if id(block) in self._current else None
             if plan is None:
-                plan = plan_for(block)
+                plan = plan_for(block, self.graph)
             env: dict[str, np.ndarray] = dict(plan.constants)
             for name, value in zip(block.inputs, values, strict=True):
                 env[name] = value

@@ -36,7 +36,7 @@ from .budget import cached_graph_memory, check_need
 from .dtypes import dtype_info
 from .errors import TosaError, TosaUnsupportedError, TosaValidationError
 from .graph import Block, Graph, Operator, Tensor, load
-from .ops.registry import IMPURE, REGISTRY, OpCall, prepare_for
+from .ops.registry import IMPURE, REGISTRY, SHARED_PREPARE, OpCall, prepare_for
 
 #: Operators a plan never folds even with constant inputs: they read or write run state
 #: (variables, the running interpreter) or call sub-blocks. Op modules add theirs to
@@ -73,8 +73,23 @@ class BlockPlan:
     #: variable tensors: (name, declaration), initialised per run from the carried state
     variables: list[tuple[str, Tensor]]
     steps: list[Step]  #: operators still to run (folded ones left out)
-    all_steps: list[Step]  #: every operator, for the capture hook
+    #: every operator in order: a Step, or (index, operator, declaration) of a folded CONST,
+    #: made a Step only when :attr:`all_steps` is asked for (the capture hook)
+    entries: list = field(default_factory=list, repr=False)
     fingerprint: tuple = field(default=(), repr=False)
+    version: tuple | None = None  #: the graph version the plan was built for (None: unknown)
+
+    @property
+    def all_steps(self) -> list[Step]:
+        """Every operator's step, folded ones included, for the capture hook."""
+        entries = self.entries
+        for i, entry in enumerate(entries):
+            if type(entry) is tuple:
+                index, operator, decl = entry
+                working = dtype_info(decl.dtype).working
+                entries[i] = Step(index, operator, _STOCK_CONST, [], [], [decl],
+                                  [(decl.name, working, tuple(decl.shape))], folded=True)
+        return entries
 
 
 _OP, _DATA = attrgetter("op"), attrgetter("data")
@@ -99,15 +114,35 @@ def _fingerprint(block: Block) -> tuple:
     )
 
 
-def plan_for(block: Block) -> BlockPlan:
-    """The cached plan of ``block``, built on first use or when the block was edited since."""
+def plan_for(block: Block, graph: Graph | None = None) -> BlockPlan:
+    """The cached plan of ``block``, built on first use or when the block was edited since.
+
+    ``graph`` (the graph holding ``block``) tells prepares and folds the TOSA version, for the
+    types the 1.1 draft adds; without it a cached plan is taken whatever version it was built
+    for, and a new one is built as for TOSA 1.0 (prepares decline 1.1-only types, so those ops
+    run unprepared, still checked at run time).
+    """
     plan = block.__dict__.get("_plan")
     fingerprint = _fingerprint(block)
-    if plan is None or plan.fingerprint != fingerprint:
-        plan = build_plan(block)
+    version = None if graph is None else graph.version
+    if plan is None or plan.fingerprint != fingerprint or (graph is not None and plan.version != version):
+        plan = build_plan(block, graph)
         plan.fingerprint = fingerprint
         block.__dict__["_plan"] = plan
     return plan
+
+
+class _PlanRuntime:
+    """The ``call.runtime`` a prepare or fold sees while a plan is built: only the graph, whose
+    version :func:`tosa_verify.ops._version.is_tosa_11` reads (no run state: ops that need it are
+    never prepared or folded); and, for the plan itself, the kernels prepared so far by signature
+    (see :func:`_share_key`)."""
+
+    __slots__ = ("graph", "kernels")
+
+    def __init__(self, graph: Graph | None) -> None:
+        self.graph = graph
+        self.kernels: dict[tuple, Callable] = {}
 
 
 _SHAPE, _ATTRS = attrgetter("shape"), attrgetter("attrs")
@@ -164,6 +199,8 @@ def verify_graph(graph: Graph) -> frozenset[int]:
     sealed = graph.__dict__.get("_sealed", False)
     if sealed and state is not None and tuple(map(REGISTRY.get, state[2])) != state[3]:
         state = None  # an op function was replaced (a test's or caller's wrapper) since
+    if state is not None and state[4] != graph.version:
+        state = None  # plans built for another version accept other types (see plan_for)
     if state is None or not (sealed or _unchanged(graph, state[0])):
         blocks = [b for r in graph.regions for b in r.blocks]
         for block in blocks:
@@ -171,7 +208,7 @@ def verify_graph(graph: Graph) -> frozenset[int]:
         graph.__dict__.pop("_memory", None)
         names = tuple(op.op for b in blocks for op in b.operators)
         state = (None if sealed else _graph_snapshot(graph), frozenset(map(id, blocks)), names,
-                 tuple(map(REGISTRY.get, names)))
+                 tuple(map(REGISTRY.get, names)), graph.version)
         graph.__dict__["_verified"] = state
     check_need(*cached_graph_memory(graph))
     return state[1]
@@ -183,13 +220,17 @@ def _validation_error(index: int, operator: Operator, message: str, names: Seque
                                tensors=tuple(names), **({"condition": condition} if condition else {}))
 
 
-def build_plan(block: Block) -> BlockPlan:
-    """Build the plan of ``block`` (see the module docstring); never raises for a bad graph."""
+def build_plan(block: Block, graph: Graph | None = None) -> BlockPlan:
+    """Build the plan of ``block`` (see the module docstring); never raises for a bad graph.
+
+    ``graph``: the graph holding ``block``, for its TOSA version (see :func:`plan_for`).
+    """
+    runtime = _PlanRuntime(graph)
     decls: dict[str, Tensor] = {**block.shapes, **block.tensors}  # a tensor wins over a shape
     inputs = set(block.inputs)
     constants: dict[str, np.ndarray] = {}
     variables: list[tuple[str, Tensor]] = []
-    for name, decl in {**block.shapes, **block.tensors}.items():
+    for name, decl in decls.items():
         if name in inputs:
             continue
         if decl.variable:
@@ -198,21 +239,24 @@ def build_plan(block: Block) -> BlockPlan:
             constants[name] = decl.data
     available = set(constants) | inputs | {n for n, _ in variables}
     foldable = set(constants)  # names whose value is the same on every run
-    steps: list[Step] = []
+    entries: list = []
+    const_ok = REGISTRY.get("CONST") is _STOCK_CONST
     for index, operator in enumerate(block.operators):
-        step = _const_step(index, operator, decls)
-        if step is not None:  # most operators of a lowered graph: skip the general machinery
-            steps.append(step)
-            available.add(step.outputs[0][0])
-            constants[step.outputs[0][0]] = decls[step.outputs[0][0]].data
-            foldable.add(step.outputs[0][0])
-            continue
-        step = _make_step(block, index, operator, decls, available, constants)
-        steps.append(step)
+        if const_ok and operator.op == "CONST":
+            decl = _const_decl(operator, decls)
+            if decl is not None:  # most operators of a lowered graph: skip the general machinery
+                entries.append((index, operator, decl))
+                name = decl.name
+                available.add(name)
+                constants[name] = decl.data
+                foldable.add(name)
+                continue
+        step = _make_step(block, index, operator, decls, available, constants, runtime)
+        entries.append(step)
         available.update(operator.outputs)
         if step.error_before is None and step.error_after is None and all(n in foldable for n in step.inputs) \
                 and operator.op not in _NEVER_FOLD and operator.op not in IMPURE:
-            values = _fold(step, constants)
+            values = _fold(step, constants, runtime)
             if values is not None:
                 step.folded = True
                 for (name, _, _), value in zip(step.outputs, values, strict=True):
@@ -223,38 +267,51 @@ def build_plan(block: Block) -> BlockPlan:
         foldable.difference_update(operator.outputs)
         for name in operator.outputs:
             constants.pop(name, None)
-    running = [s for s in steps if not s.folded]
+    running = [s for s in entries if type(s) is not tuple and not s.folded]
     _set_frees(block, running, constants)
-    return BlockPlan(block, constants, variables, running, steps)
+    return BlockPlan(block, constants, variables, running, entries,
+                     version=None if graph is None else graph.version)
 
 
 #: The stock CONST function: a CONST step is folded directly only while it is in the registry.
 _STOCK_CONST = REGISTRY.get("CONST")
 
 
-def _const_step(index: int, operator: Operator, decls: dict[str, Tensor]) -> Step | None:
-    """The folded step of a well-formed CONST (what :func:`_make_step` and :func:`_fold` would
-    make of it, without calling the op), or None for anything else."""
-    if operator.op != "CONST" or operator.inputs or len(operator.outputs) != 1:
+def _const_decl(operator: Operator, decls: dict[str, Tensor]) -> Tensor | None:
+    """The output declaration of a well-formed CONST, whose step is folded (what
+    :func:`_make_step` and :func:`_fold` would make of it, without calling the op); else None."""
+    outputs = operator.outputs
+    if operator.inputs or len(outputs) != 1:
         return None
-    fn = REGISTRY.get("CONST")
-    decl = decls.get(operator.outputs[0])
-    if fn is not _STOCK_CONST or decl is None or decl.data is None or decl.data.flags.writeable:
+    decl = decls.get(outputs[0])
+    data = None if decl is None else decl.data
+    if data is None or data.flags.writeable:
         return None
-    shape = tuple(decl.shape)
-    working = dtype_info(decl.dtype).working
-    if decl.data.dtype != working or decl.data.shape != shape or (decl.dtype != "SHAPE" and 0 in shape):
+    dtype = decl.dtype
+    working = _WORKING.get(dtype)
+    if working is None:
+        working = _WORKING[dtype] = dtype_info(dtype).working
+    shape = decl.shape if type(decl.shape) is tuple else tuple(decl.shape)
+    if data.dtype != working or data.shape != shape or (dtype != "SHAPE" and 0 in shape):
         return None
-    return Step(index, operator, fn, [], [], [decl], [(decl.name, working, shape)], folded=True)
+    return decl
+
+
+#: TOSA dtype name -> working numpy dtype (a dict hit on the plan's hottest path)
+_WORKING: dict[str, np.dtype] = {}
 
 
 def _make_step(block: Block, index: int, operator: Operator, decls: dict[str, Tensor],
-               available: set[str], constants: dict[str, np.ndarray]) -> Step:
+               available: set[str], constants: dict[str, np.ndarray], runtime: _PlanRuntime) -> Step:
     fn = REGISTRY.get(operator.op)
-    missing = [n for n in (*operator.inputs, *operator.outputs) if n not in decls]
-    input_decls = [decls[n] for n in operator.inputs if n in decls]
-    output_decls = [decls[n] for n in operator.outputs if n in decls]
-    step = Step(index, operator, fn, list(operator.inputs), input_decls, output_decls, [])
+    ins, outs = operator.inputs, operator.outputs
+    try:  # (the common case in one pass: every tensor declared)
+        input_decls, output_decls, missing = [decls[n] for n in ins], [decls[n] for n in outs], ()
+    except KeyError:
+        missing = [n for n in (*ins, *outs) if n not in decls]
+        input_decls = [decls[n] for n in ins if n in decls]
+        output_decls = [decls[n] for n in outs if n in decls]
+    step = Step(index, operator, fn, list(ins), input_decls, output_decls, [])
     if fn is None:
         step.error_before = TosaUnsupportedError(f"operator {index} {operator.op}: not supported by the interpreter")
         return step
@@ -262,14 +319,18 @@ def _make_step(block: Block, index: int, operator: Operator, decls: dict[str, Te
         step.error_before = _validation_error(
             index, operator, f"tensor {missing[0]!r} is not declared in block {block.name!r}", missing[:1])
         return step
-    unproduced = [n for n in operator.inputs if n not in available]
-    if unproduced:
+    if not available.issuperset(ins):
+        unproduced = [n for n in ins if n not in available]
         step.error_before = _validation_error(
             index, operator, f"input tensor {unproduced[0]!r} is used before it is produced", unproduced[:1])
         return step
     for decl in output_decls:
-        step.outputs.append((decl.name, dtype_info(decl.dtype).working, tuple(decl.shape)))
-        if decl.dtype != "SHAPE" and any(d < 1 for d in decl.shape) and step.error_after is None:
+        dtype, shape = decl.dtype, tuple(decl.shape)
+        working = _WORKING.get(dtype)
+        if working is None:
+            working = _WORKING[dtype] = dtype_info(dtype).working
+        step.outputs.append((decl.name, working, shape))
+        if dtype != "SHAPE" and shape and min(shape) < 1 and step.error_after is None:
             where = OpCall(index, operator, [], input_decls, output_decls)._where()
             condition = f"output {decl.name!r} has a dimension < 1 in {list(decl.shape)}"
             step.error_after = TosaValidationError(
@@ -277,13 +338,13 @@ def _make_step(block: Block, index: int, operator: Operator, decls: dict[str, Te
                 tensors=tuple(t.name for t in (*input_decls, *output_decls)), condition=condition)
     prepare = prepare_for(operator.op)
     if prepare is not None:
-        kernel = _prepared(step, prepare, constants)
+        kernel = _prepared(step, prepare, constants, runtime)
         if kernel is not None:
             step.fn = kernel
     return step
 
 
-def _prepared(step: Step, prepare, constants: dict[str, np.ndarray]):
+def _prepared(step: Step, prepare, constants: dict[str, np.ndarray], runtime: _PlanRuntime):
     """The op's prepared kernel, or None (then the op function runs, checks and all, every time).
 
     ``prepare`` sees the constant inputs' values (None for the others: block inputs, even when
@@ -292,17 +353,38 @@ def _prepared(step: Step, prepare, constants: dict[str, np.ndarray]):
     function reports that error at run time, in order.
     """
     values = [constants.get(n) for n in step.inputs]
-    call = OpCall(step.index, step.operator, values, step.input_decls, step.output_decls)
+    key = _share_key(step, values) if step.operator.op in SHARED_PREPARE else None
+    kernel = runtime.kernels.get(key) if key is not None else None
+    if kernel is not None:
+        return kernel
+    call = OpCall(step.index, step.operator, values, step.input_decls, step.output_decls, runtime)
     try:
-        return prepare(call)
+        kernel = prepare(call)
     except TosaError:
         return None
+    if key is not None and kernel is not None:
+        runtime.kernels[key] = kernel
+    return kernel
 
 
-def _fold(step: Step, constants: dict[str, np.ndarray]) -> list[np.ndarray] | None:
+def _share_key(step: Step, values: list[np.ndarray | None]) -> tuple | None:
+    """What a :data:`~tosa_verify.ops.registry.SHARED_PREPARE` op's kernel depends on: op,
+    attributes, declared types and shapes, constant input values (None: a value not hashable)."""
+    try:
+        attrs = tuple(sorted((k, repr(v)) for k, v in step.operator.attrs.items()))
+        consts = tuple(None if v is None else (v.dtype.str, v.shape, v.tobytes()) for v in values)
+    except (AttributeError, TypeError):
+        return None
+    return (step.operator.op, attrs, consts,
+            *((d.dtype, tuple(d.shape)) for d in step.input_decls),
+            None, *((d.dtype, tuple(d.shape)) for d in step.output_decls))
+
+
+def _fold(step: Step, constants: dict[str, np.ndarray],
+          runtime: _PlanRuntime) -> list[np.ndarray] | None:
     """Run a step whose inputs are all constant; its outputs (read-only), or None if it fails."""
     call = OpCall(step.index, step.operator, [constants[n] for n in step.inputs], step.input_decls,
-                  step.output_decls)
+                  step.output_decls, runtime)
     try:
         with np.errstate(all="ignore"):  # as in a run
             results = list(step.fn(call))

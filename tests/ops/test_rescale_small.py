@@ -71,3 +71,77 @@ def test_small_int32_rescale_window_edges_match_the_reference_model() -> None:
             continue
         assert status == reference_model.GraphStatus.TOSA_VALID
         np.testing.assert_array_equal(tosa_verify.run(graph, [x])[0], expected[0])
+
+
+def _passes(x: int, m: list[int], s: list[int], izp: int, ozp: int, scale32: bool) -> bool:
+    """Whether input value ``x`` passes RESCALE's data REQUIREs in every channel, from the spec's
+    apply_scale_32/16 formula in Python integers (no code of ours)."""
+    v = x - izp
+    for mc, sc in zip(m, s, strict=True):
+        if scale32 and not -(1 << (sc - 1)) <= v < 1 << (sc - 1):
+            return False
+        r = (v * mc + (1 << (sc - 1))) >> sc
+        if not (-(1 << 31) <= r < 1 << 31 and -(1 << 31) <= r + ozp < 1 << 31):
+            return False
+    return True
+
+
+def _valid_inputs(in_t: str, m: list[int], s: list[int], izp: int, ozp: int, scale32: bool) -> np.ndarray:
+    """Every input value of ``in_t`` (INT8 or INT16) that passes (see :func:`_passes`)."""
+    lo, hi = (-128, 127) if in_t == "INT8" else (-32768, 32767)
+    return np.array([x for x in range(lo, hi + 1) if _passes(x, m, s, izp, ozp, scale32)], dtype=np.int64)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_check_free_window_is_exactly_the_inputs_that_pass_every_require(seed) -> None:
+    """A prepared RESCALE skips the data REQUIREs for inputs in its window: the window must be
+    every input value that passes them in every channel (they form an interval), no more."""
+    from tosa_verify.ops.type_conversion import _safe_inputs
+
+    rng = np.random.default_rng(seed)
+    in_t = ("INT8", "INT16")[seed % 2]
+    scale32 = seed % 3 != 0
+    nc = int(rng.choice([1, 3, 16]))
+    m = rng.integers(0, (1 << 31) if scale32 else (1 << 15), size=nc)
+    m[rng.integers(nc)] = int(m.max()) if seed % 4 == 0 else m[0]  # repeated multipliers too
+    # shifts around where the REQUIREs start to bind for these input ranges, and far beyond (up
+    # to 50: larger ones leave too little int64 headroom, and the general kernel runs instead)
+    s = rng.integers(2, 12 if seed % 2 else 20, size=nc) if seed % 5 else rng.integers(2, 51, size=nc)
+    izp = int(rng.integers(-128, 128)) if in_t == "INT8" else 0
+    ozp = int(rng.integers(-128, 128))
+    params = (in_t, "INT8", scale32, "SINGLE_ROUND", False, False, izp, ozp,
+              m.astype(np.int64) if nc > 1 else np.int64(m[0]), s.astype(np.int64) if nc > 1 else np.int64(s[0]),
+              None)
+    valid = _valid_inputs(in_t, m.tolist(), s.tolist(), izp, ozp, scale32)
+    window = _safe_inputs(params)
+    if valid.size == 0:
+        assert window is None
+        return
+    assert np.array_equal(valid, np.arange(valid[0], valid[-1] + 1))  # an interval
+    assert window is not None and window[:2] == (int(valid[0]), int(valid[-1]))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_check_free_window_of_wide_inputs_ends_where_a_require_starts_to_fail(seed) -> None:
+    """INT32/INT48 input with a 16-bit multiplier: the int32 result REQUIRE binds, per channel
+    through the multiplier and shift. The window's ends pass every REQUIRE and the values just
+    outside fail one (the passing values form an interval: the scaling is monotonic)."""
+    from tosa_verify.ops.type_conversion import _safe_inputs
+
+    rng = np.random.default_rng(100 + seed)
+    in_t = ("INT32", "INT48")[seed % 2]
+    nc = int(rng.choice([2, 5, 16]))
+    m = rng.integers(1, 1 << 15, size=nc)
+    s = rng.integers(2, 9, size=nc)  # few distinct shifts: several channels share one
+    ozp = int(rng.integers(-128, 128))
+    params = (in_t, "INT8", False, "SINGLE_ROUND", False, False, 0, ozp, m.astype(np.int64),
+              s.astype(np.int64), None)
+    window = _safe_inputs(params)
+    assert window is not None
+    lo, hi = window[:2]
+    type_lo, type_hi = (-(1 << 31), (1 << 31) - 1) if in_t == "INT32" else (-(1 << 47), (1 << 47) - 1)
+    args = (m.tolist(), s.tolist(), 0, ozp, False)
+    assert _passes(lo, *args) and _passes(hi, *args)
+    assert lo == type_lo or not _passes(lo - 1, *args)
+    assert hi == type_hi or not _passes(hi + 1, *args)
+    assert (lo, hi) != (type_lo, type_hi)  # (the REQUIRE binds: the case this test is about)

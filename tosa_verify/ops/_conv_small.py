@@ -83,6 +83,8 @@ def windows(kernel, stride, dilation, pad, in_hw: tuple[int, int], out_hw: tuple
     (sy, sx), (dy, dx) = stride, dilation
     iy = (np.arange(oh) * sy - top)[:, None, None, None] + (np.arange(kh) * dy)[None, None, :, None]
     ix = (np.arange(ow) * sx - left)[None, :, None, None] + (np.arange(kw) * dx)[None, None, None, :]
+    if top <= 0 and left <= 0 and (oh - 1) * sy + (kh - 1) * dy - top < ih and (ow - 1) * sx + (kw - 1) * dx - left < iw:
+        return (iy * iw + ix).reshape(oh * ow, kh * kw)  # no window reaches the padding
     inside = (iy >= 0) & (iy < ih) & (ix >= 0) & (ix < iw)
     return np.where(inside, iy * iw + ix, ih * iw).reshape(oh * ow, kh * kw)
 

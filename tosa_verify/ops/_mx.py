@@ -30,7 +30,8 @@ def block_size(call: OpCall) -> int:
     Example: for an operator with ``attrs == {"block_size": 32}``, ``block_size(call)`` is 32.
     """
     size = int(call.attrs.get("block_size", 0))
-    call.error_if(size not in BLOCK_SIZES, f"block_size {size} is not a block_size_t value {BLOCK_SIZES}")
+    if size not in BLOCK_SIZES:
+        call.error_if(True, f"block_size {size} is not a block_size_t value {BLOCK_SIZES}")
     return size
 
 

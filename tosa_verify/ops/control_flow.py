@@ -60,17 +60,16 @@ def _interface(call: OpCall, block: Block, names: list[str], what: str) -> list[
     decls = []
     for name in names:
         decl = block.tensors.get(name) or block.shapes.get(name)
-        call.error_if(decl is None, f"{what} {name!r} of sub-graph {block.name!r} is not declared")
+        if decl is None:
+            call.error_if(True, f"{what} {name!r} of sub-graph {block.name!r} is not declared")
         decls.append(decl)
     return decls
 
 
 def _check_lists_match(call: OpCall, mine: ListSignature, block: Block, theirs: ListSignature, condition: str) -> None:
     """ERROR_IF(condition) when the operator's tensor list and the sub-graph's interface differ."""
-    call.error_if(
-        mine != theirs,
-        f"{condition}: {_show(mine)} vs {_show(theirs)} of sub-graph {block.name!r}",
-    )
+    if mine != theirs:
+        call.error_if(True, f"{condition}: {_show(mine)} vs {_show(theirs)} of sub-graph {block.name!r}")
 
 
 def _check_nesting(call: OpCall) -> None:
@@ -80,7 +79,8 @@ def _check_nesting(call: OpCall) -> None:
     operator being run is one less.
     """
     nesting = call.runtime.depth - 1
-    call.error_if(nesting >= MAX_NESTING, f"tosa_nesting_depth {nesting} >= MAX_NESTING {MAX_NESTING}")
+    if nesting >= MAX_NESTING:
+        call.error_if(True, f"tosa_nesting_depth {nesting} >= MAX_NESTING {MAX_NESTING}")
 
 
 def _run_sub_graph(call: OpCall, block: Block, values: list[np.ndarray]) -> list[np.ndarray]:
@@ -111,8 +111,10 @@ def cond_if(call: OpCall) -> list[np.ndarray]:
     call.error_if(len(call.inputs) < 1, "COND_IF has no condition input")
     _check_nesting(call)
     condition_decl = call.input_decls[0]
-    call.error_if(condition_decl.dtype != "BOOL", f"condition is {condition_decl.dtype}, not bool_t")
-    call.error_if(condition_decl.size != 1, f"tensor_size(shape) != 1 for condition shape {list(condition_decl.shape)}")
+    if condition_decl.dtype != "BOOL":
+        call.error_if(True, f"condition is {condition_decl.dtype}, not bool_t")
+    if condition_decl.size != 1:
+        call.error_if(True, f"tensor_size(shape) != 1 for condition shape {list(condition_decl.shape)}")
 
     then_graph = _sub_graph(call, "then_graph")
     else_graph = _sub_graph(call, "else_graph")
@@ -131,11 +133,8 @@ def cond_if(call: OpCall) -> list[np.ndarray]:
 def _check_while_interfaces(call: OpCall, cond_graph: Block, body_graph: Block) -> None:
     """Every ERROR_IF of WHILE_LOOP relating the operator's lists and its two sub-graphs."""
     inputs = _signature(call.input_decls)
-    call.error_if(
-        inputs != _signature(call.output_decls),
-        f"tensor_list_shape(input_list) != tensor_list_shape(output_list): "
-        f"{_show(inputs)} vs {_show(_signature(call.output_decls))}",
-    )
+    if inputs != _signature(call.output_decls):
+        call.error_if(True, f"tensor_list_shape(input_list) != tensor_list_shape(output_list): " f"{_show(inputs)} vs {_show(_signature(call.output_decls))}")
     cond_in = _signature(_interface(call, cond_graph, cond_graph.inputs, "input"))
     body_in = _signature(_interface(call, body_graph, body_graph.inputs, "input"))
     body_out = _signature(_interface(call, body_graph, body_graph.outputs, "output"))
@@ -144,12 +143,12 @@ def _check_while_interfaces(call: OpCall, cond_graph: Block, body_graph: Block) 
     _check_lists_match(call, inputs, body_graph, body_out, "tensor_list_shape(input_list) != tosa_output_shape(body_graph)")
 
     cond_out = _interface(call, cond_graph, cond_graph.outputs, "output")
-    call.error_if(len(cond_out) != 1, f"cond_graph {cond_graph.name!r} has {len(cond_out)} outputs, not one condition")
-    call.error_if(
-        cond_out[0].size != 1,
-        f"tensor_size(tosa_output_shape(cond_graph)) != 1: shape {list(cond_out[0].shape)}",
-    )
-    call.error_if(cond_out[0].dtype != "BOOL", f"tosa_output_type(cond_graph) != bool_t: {cond_out[0].dtype}")
+    if len(cond_out) != 1:
+        call.error_if(True, f"cond_graph {cond_graph.name!r} has {len(cond_out)} outputs, not one condition")
+    if cond_out[0].size != 1:
+        call.error_if(True, f"tensor_size(tosa_output_shape(cond_graph)) != 1: shape {list(cond_out[0].shape)}")
+    if cond_out[0].dtype != "BOOL":
+        call.error_if(True, f"tosa_output_type(cond_graph) != bool_t: {cond_out[0].dtype}")
 
 
 @register("WHILE_LOOP", extensions=("EXT-CONTROLFLOW",))

@@ -8,6 +8,8 @@ arrays produced by CONST_SHAPE).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ._layout_support import check_rank, check_same_dtype, shape_input
@@ -42,10 +44,10 @@ def _concat_checks(call: OpCall) -> int:
     """The ERROR_IFs of CONCAT (declarations and attributes); returns ``axis``."""
     n = len(call.inputs)
     call.error_if(n == 0, "input1 == []")
-    call.error_if(len(call.output_decls) != 1, f"output count {len(call.output_decls)} != 1")
-    call.error_if(
-        n > MAX_TENSOR_LIST_SIZE, f"tensor_list_shape(input1) = {n} > MAX_TENSOR_LIST_SIZE"
-    )
+    if len(call.output_decls) != 1:
+        call.error_if(True, f"output count {len(call.output_decls)} != 1")
+    if n > MAX_TENSOR_LIST_SIZE:
+        call.error_if(True, f"tensor_list_shape(input1) = {n} > MAX_TENSOR_LIST_SIZE")
     check_same_dtype(call, _layout_types(call), *range(n))
     shapes = [tuple(d.shape) for d in call.input_decls]
     out_shape = tuple(call.out_shape())
@@ -121,11 +123,9 @@ def _reshape_checks(call: OpCall) -> tuple[int, ...]:
     check_rank(call, len(out_shape), 0, MAX_RANK, "output")
     new_shape = shape_input(call, 1, len(out_shape), "shape")
     # The shape operand is the output's shape: it must agree with the declared output.
-    call.error_if(
-        tuple(new_shape) != out_shape,
-        f"shape operand {new_shape} != output shape {list(out_shape)}",
-    )
-    out_size = int(np.prod(out_shape, dtype=np.int64))
+    if tuple(new_shape) != out_shape:
+        call.error_if(True, f"shape operand {new_shape} != output shape {list(out_shape)}")
+    out_size = math.prod(out_shape)
     call.error_if(in_decl.size != out_size, "tensor_size(shape1) != tensor_size(shape)")
     return out_shape
 
@@ -217,7 +217,8 @@ def _transpose_checks(call: OpCall) -> list[int]:
         "tensor_size(shape1) != tensor_size(shape)",
     )
     perms = [int(p) for p in call.attrs.get("perms", [])]
-    call.error_if(len(perms) != rank, f"length(perms) = {len(perms)} != rank(shape1)")
+    if len(perms) != rank:
+        call.error_if(True, f"length(perms) = {len(perms)} != rank(shape1)")
     used = [False] * rank
     for p in perms:
         call.error_if(p >= rank, "index >= rank(shape1)")
@@ -246,7 +247,8 @@ def reshape_block_scaled(call: OpCall) -> list[np.ndarray]:
     value_shape = tuple(call.input_decls[0].shape)
     out_shape = tuple(call.out_shape(0))
     new_shape = tuple(shape_input(call, input_len, len(out_shape), "new_value_shape"))
-    call.error_if(new_shape != out_shape, f"new_value_shape {list(new_shape)} != shape(output[0]) {list(out_shape)}")
+    if new_shape != out_shape:
+        call.error_if(True, f"new_value_shape {list(new_shape)} != shape(output[0]) {list(out_shape)}")
     check_rank(call, len(value_shape), 0, MAX_RANK, "input[0]")
     check_rank(call, len(out_shape), 0, MAX_RANK, "output[0]")
     in_size = int(np.prod(value_shape, dtype=np.int64))
@@ -255,9 +257,11 @@ def reshape_block_scaled(call: OpCall) -> list[np.ndarray]:
         check_same_dtype(call, _layout_types(call), 0)
         return [np.reshape(call.inputs[0], out_shape)]
     dtype = call.out_dtype(0)
-    call.error_if(dtype not in MX_ELEMENT_TYPES or call.in_dtype(0) != dtype, f"in_out_t {dtype} is not an MX element type")
+    if dtype not in MX_ELEMENT_TYPES or call.in_dtype(0) != dtype:
+        call.error_if(True, f"in_out_t {dtype} is not an MX element type")
     for dt, what in ((call.in_dtype(1), "input[1]"), (call.out_dtype(1), "output[1]")):
-        call.error_if(dt != SCALE_TYPE, f"{what} is {dt}, not {SCALE_TYPE}")
+        if dt != SCALE_TYPE:
+            call.error_if(True, f"{what} is {dt}, not {SCALE_TYPE}")
     s_shape = tuple(call.input_decls[1].shape)
     call.error_if(len(value_shape) == 0 or len(new_shape) == 0, "rank(value_shape1) == 0 || rank(new_value_shape) == 0")
     call.error_if(len(value_shape) != len(s_shape), "rank(value_shape1) != rank(scale_shape1)")

@@ -321,10 +321,10 @@ def _mul_checks(call: OpCall) -> tuple[int, int]:
     call.check_arity(3, 1)
     call.check_types(_int64.with_int64(call, _MUL_TYPES, ("INT64", "INT64", "INT8", "INT64")))
     shift_decl = call.input_decls[2]
-    call.error_if(len(shift_decl.shape) != 1, f"rank(shift) != 1 (shape {list(shift_decl.shape)})")
-    call.error_if(
-        tuple(shift_decl.shape) != (1,), f"shape(shift) != [1] ({list(shift_decl.shape)})"
-    )
+    if len(shift_decl.shape) != 1:
+        call.error_if(True, f"rank(shift) != 1 (shape {list(shift_decl.shape)})")
+    if tuple(shift_decl.shape) != (1,):
+        call.error_if(True, f"shape(shift) != [1] ({list(shift_decl.shape)})")
     return 0, 1
 
 
@@ -431,10 +431,10 @@ def _table_checks(call: OpCall) -> None:
     tdecl = call.input_decls[1]
     # The reference model rejects a wrongly sized table as an ERROR_IF (the spec writes
     # REQUIRE(length(table) == TABLE_SIZE), but the length is static).
-    call.error_if(len(tdecl.shape) != 1, f"rank(table) != 1 (shape {list(tdecl.shape)})")
-    call.error_if(
-        tdecl.shape[0] != size, f"length(table) != TABLE_SIZE ({tdecl.shape[0]} vs {size})"
-    )
+    if len(tdecl.shape) != 1:
+        call.error_if(True, f"rank(table) != 1 (shape {list(tdecl.shape)})")
+    if tdecl.shape[0] != size:
+        call.error_if(True, f"length(table) != TABLE_SIZE ({tdecl.shape[0]} vs {size})")
 
 
 def _lookup(call: OpCall, x: np.ndarray, tab: np.ndarray, slopes_fit: bool | None) -> np.ndarray:

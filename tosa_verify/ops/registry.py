@@ -29,6 +29,11 @@ PREPARE: dict[str, Callable[[OpCall], OpFunction | None]] = {}
 #: (they read or change run state); see :mod:`tosa_verify.plan`.
 IMPURE: set[str] = set()
 
+#: Ops whose prepared kernel depends only on the operator's signature (attributes, declared
+#: types and shapes, constant input values), never on the prepare-time call (errors are raised
+#: through the run's call): a plan prepares one kernel for all operators of one signature.
+SHARED_PREPARE: set[str] = set()
+
 
 def register(
     *op_names: str,
@@ -204,8 +209,10 @@ class OpCall:
     def check_arity(self, n_inputs: int | tuple[int, ...], n_outputs: int = 1) -> None:
         """ERROR_IF the operator has the wrong number of inputs or outputs."""
         allowed = (n_inputs,) if isinstance(n_inputs, int) else n_inputs
-        self.error_if(len(self.inputs) not in allowed, f"input count {len(self.inputs)} not in {allowed}")
-        self.error_if(len(self.output_decls) != n_outputs, f"output count {len(self.output_decls)} != {n_outputs}")
+        if len(self.inputs) not in allowed:  # (messages formatted only for a failing check)
+            self.error_if(True, f"input count {len(self.inputs)} not in {allowed}")
+        if len(self.output_decls) != n_outputs:
+            self.error_if(True, f"output count {len(self.output_decls)} != {n_outputs}")
 
     def check_types(self, allowed: Sequence[tuple[str, ...]]) -> tuple[str, ...]:
         """ERROR_IF the (input dtypes..., output dtypes...) signature is not in ``allowed``.

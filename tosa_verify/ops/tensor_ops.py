@@ -16,6 +16,7 @@ reference model, which wraps INT32 results (two's complement) and saturates INT4
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 
@@ -90,7 +91,8 @@ def _check_conv_common(
     in_dt, w_dt, out_dt = call.in_dtype(0), call.in_dtype(1), call.out_dtype()
     acc_dt = call.attrs.get("acc_type")
     sig = (in_dt, w_dt, out_dt, acc_dt)
-    call.error_if(sig not in CONV_TYPES, f"unsupported (in_t, weight_t, out_t, acc_t) {sig}")
+    if sig not in CONV_TYPES:
+        call.error_if(True, f"unsupported (in_t, weight_t, out_t, acc_t) {sig}")
     call.error_if(call.in_dtype(2) != out_dt, "bias element type != out_t")
     _check_rank(call, call.input_decls[0].shape, spatial_rank + 2, "input")
     _check_rank(call, call.input_decls[1].shape, weight_rank, "weight")
@@ -228,7 +230,7 @@ def _conv_setup(call: OpCall, spatial_rank: int) -> dict:
         "kernel": kernel,
         "out_spatial": out_spatial,
         "bias": bias,
-        "terms": int(np.prod(kernel)) * ic,
+        "terms": math.prod(kernel) * ic,
     }
 
 
@@ -519,9 +521,8 @@ def _matmul_checks(call: OpCall) -> tuple[str, str, int, int | float, int | floa
     call.check_arity(4, 1)
     in_dt, out_dt = call.in_dtype(0), call.out_dtype()
     call.error_if(call.in_dtype(1) != in_dt, "B element type != in_t")
-    call.error_if(
-        (in_dt, out_dt) not in MATMUL_TYPES, f"unsupported (in_t, out_t) {(in_dt, out_dt)}"
-    )
+    if (in_dt, out_dt) not in MATMUL_TYPES:
+        call.error_if(True, f"unsupported (in_t, out_t) {(in_dt, out_dt)}")
     a_shape, b_shape, o_shape = _rank3_operands(call)
     n, h, c = a_shape
     call.error_if(b_shape[0] != n or b_shape[1] != c, "shape(B) != [N, C, W]")
@@ -566,9 +567,11 @@ def _matmul_t_zero_points(call: OpCall, a_dt: str, b_dt: str) -> list[int | floa
     zps = []
     for i, dt, what in ((2, a_dt, "A_zp"), (3, b_dt, "B_zp")):
         zp_dt, want = call.in_dtype(i), "FP32" if dt in BLOCK_SCALED else dt
-        call.error_if(zp_dt != want, f"{what} element type {zp_dt} is not {want}")
+        if zp_dt != want:
+            call.error_if(True, f"{what} element type {zp_dt} is not {want}")
         zp = _zero_point(call, i, zp_dt, what)
-        call.error_if(dt != "INT8" and not zp == 0, f"!is_same<{dt}, i8_t>() && {what} != 0")
+        if dt != "INT8" and not zp == 0:
+            call.error_if(True, f"!is_same<{dt}, i8_t>() && {what} != 0")
         zps.append(zp)
     return zps
 
@@ -587,10 +590,8 @@ def matmul_t(call: OpCall) -> list[np.ndarray]:
     """
     call.check_arity(4, 1)
     a_dt, b_dt, out_dt = call.in_dtype(0), call.in_dtype(1), call.out_dtype()
-    call.error_if(
-        out_dt not in _matmul_t_out_types(a_dt, b_dt),
-        f"unsupported (A_t, B_t, out_t) {(a_dt, b_dt, out_dt)}",
-    )
+    if out_dt not in _matmul_t_out_types(a_dt, b_dt):
+        call.error_if(True, f"unsupported (A_t, B_t, out_t) {(a_dt, b_dt, out_dt)}")
     a_shape, b_shape, o_shape = _rank3_operands(call)
     n, h, c = a_shape
     d, w, bc = b_shape
@@ -600,7 +601,8 @@ def matmul_t(call: OpCall) -> list[np.ndarray]:
     zps = _matmul_t_zero_points(call, a_dt, b_dt)
     for dt, what in ((a_dt, "A_t"), (b_dt, "B_t")):
         block = dtype_info(dt).block
-        call.error_if(block > 0 and c % block != 0, f"is_block_scale<{what}>() && C % {block} != 0")
+        if block > 0 and c % block != 0:
+            call.error_if(True, f"is_block_scale<{what}>() && C % {block} != 0")
     a, b = call.inputs[0], call.inputs[1]
     b_t = np.swapaxes(b, 1, 2)  # [D, C, W]
     if _is_float(out_dt):
@@ -622,14 +624,15 @@ def matmul_t(call: OpCall) -> list[np.ndarray]:
 def _scaled_operand(call: OpCall, data: int, scale: int, size: int, what: str) -> np.ndarray:
     """Operand ``data`` times its expanded block scales (operand ``scale``), as float64."""
     d_dt, s_dt = call.in_dtype(data), call.in_dtype(scale)
-    call.error_if(d_dt not in MX_ELEMENT_TYPES, f"{what} type {d_dt} is not an MX element type")
-    call.error_if(s_dt != SCALE_TYPE, f"{what} scale type {s_dt} != {SCALE_TYPE}")
+    if d_dt not in MX_ELEMENT_TYPES:
+        call.error_if(True, f"{what} type {d_dt} is not an MX element type")
+    if s_dt != SCALE_TYPE:
+        call.error_if(True, f"{what} scale type {s_dt} != {SCALE_TYPE}")
     d_shape, s_shape = tuple(call.input_decls[data].shape), tuple(call.input_decls[scale].shape)
-    call.error_if(d_shape[-1] % size != 0, f"{what}: C % block_size != 0")
-    call.error_if(
-        s_shape != scale_shape(d_shape, size),
-        f"shape({what}_scale) != {list(scale_shape(d_shape, size))}",
-    )
+    if d_shape[-1] % size != 0:
+        call.error_if(True, f"{what}: C % block_size != 0")
+    if s_shape != scale_shape(d_shape, size):
+        call.error_if(True, f"shape({what}_scale) != {list(scale_shape(d_shape, size))}")
     return float_values(call.inputs[data], d_dt) * expand_scales(call.inputs[scale], size)
 
 
@@ -646,7 +649,8 @@ def matmul_t_block_scaled(call: OpCall) -> list[np.ndarray]:
     call.check_arity(4, 1)
     size = block_size(call)
     call.error_if(size == 1, "block_size == 1")
-    call.error_if(call.out_dtype() != "FP32", f"out_t {call.out_dtype()} != FP32")
+    if call.out_dtype() != "FP32":
+        call.error_if(True, f"out_t {call.out_dtype()} != FP32")
     call.error_if(call.in_dtype(0) != call.in_dtype(2), "A_t != B_t")
     a_shape, b_shape, o_shape = (
         call.input_decls[0].shape,
@@ -685,7 +689,8 @@ def conv2d_block_scaled(call: OpCall) -> list[np.ndarray]:
     call.check_arity(8, 1)
     size = block_size(call)
     call.error_if(size == 1, "block_size == 1")
-    call.error_if(call.out_dtype() != "FP32", f"out_t {call.out_dtype()} != FP32")
+    if call.out_dtype() != "FP32":
+        call.error_if(True, f"out_t {call.out_dtype()} != FP32")
     call.error_if(call.in_dtype(4) != "FP32", "bias element type != out_t")
     call.error_if(call.in_dtype(0) != call.in_dtype(2), "in_t != weight_t")
     # the spec's type table has every MX element type but MXINT8 (the reference model agrees)

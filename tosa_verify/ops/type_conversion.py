@@ -19,7 +19,7 @@ from ._mx import MX_ELEMENT_TYPES, SCALE_TYPE, block_size, expand_scales, scale_
 from ._rescale_fast import fast_rescale
 from ._version import is_tosa_11
 from .facts import FLOAT_DTYPES, MX_DTYPES, Compliance, rescale_inexact
-from .registry import OpCall, register, register_prepare
+from .registry import SHARED_PREPARE, OpCall, register, register_prepare
 
 _FLOATS = ("FP16", "BF16", "FP32", "FP8E4M3", "FP8E5M2")
 _INTS = ("INT8", "INT16", "INT32")
@@ -61,7 +61,8 @@ def cast(call: OpCall) -> list[np.ndarray]:
     call.check_arity(1, 1)
     in_t, out_t = call.in_dtype(), call.out_dtype()
     allowed = _CAST_TYPES.get(in_t, ()) + (_CAST_INT64.get(in_t, ()) if is_tosa_11(call) else ())
-    call.error_if(out_t not in allowed, f"unsupported CAST {in_t} -> {out_t}")
+    if out_t not in allowed:
+        call.error_if(True, f"unsupported CAST {in_t} -> {out_t}")
     shape = tuple(call.input_decls[0].shape)
     check_rank(call, len(shape), 0, MAX_RANK, "input")
     call.error_if(tuple(call.out_shape()) != shape, "shape(output) != shape(input)")
@@ -98,8 +99,10 @@ _RESCALE_TYPES: dict[str, tuple[str, ...]] = {
 
 def _zero_point(call: OpCall, i: int, dtype: str, unsigned: bool) -> int:
     """Zero-point operand ``i`` (a [1] tensor of ``dtype``), zero- or sign-extended."""
-    call.error_if(call.in_dtype(i) != dtype, f"zero point type {call.in_dtype(i)} != {dtype}")
-    call.error_if(tuple(call.input_decls[i].shape) != (1,), f"shape of zero point input {i} != [1]")
+    if call.in_dtype(i) != dtype:  # (messages formatted only for a failing check)
+        call.error_if(True, f"zero point type {call.in_dtype(i)} != {dtype}")
+    if tuple(call.input_decls[i].shape) != (1,):
+        call.error_if(True, f"shape of zero point input {i} != [1]")
     zp = int(np.asarray(call.inputs[i]).reshape(-1)[0])
     if unsigned:
         zp &= (1 << dtype_info(dtype).bits) - 1
@@ -118,6 +121,10 @@ def rescale(call: OpCall) -> list[np.ndarray]:
     tosa_reference_model's inputs and outputs.
     """
     return [_rescale(call, call.inputs[0], _rescale_setup(call))]
+
+
+# (the kernels below close over the parameters only; errors go through the run's call)
+SHARED_PREPARE.add("RESCALE")
 
 
 @register_prepare("RESCALE")
@@ -215,20 +222,40 @@ def _safe_inputs(params: tuple):
     lo_v, hi_v = lo_v - input_zp, hi_v - input_zp
     limit = ((1 << 62) - ((abs(output_zp) + 1) << max(ss))) // max(max(ms), 1)  # int64 headroom
     lo_v, hi_v = max(lo_v, -limit), min(hi_v, limit)
-    for mc, sc in zip(ms, ss, strict=True):
+    if 0 in ms and not r_lo <= 0 <= r_hi:  # a zero multiplier scales every value to 0
+        return None
+    for sc, mc in _largest_multipliers(m, s, ms, ss):
         half = 1 << (sc - 1)
         if scale32:
             lo_v, hi_v = max(lo_v, -half), min(hi_v, half - 1)
-        if mc == 0:  # every value scales to 0
-            if not r_lo <= 0 <= r_hi:
-                return None
+        if mc == 0:
             continue
+        # r_lo < 0 < r_hi (int32's range moved by an int8/int16 zero point): of the channels
+        # with this shift, the largest multiplier gives the tightest bound on both sides
         lo_v = max(lo_v, -((half - (r_lo << sc)) // mc))  # ceil(((r_lo << s) - half) / m)
         hi_v = min(hi_v, (((r_hi + 1) << sc) - half - 1) // mc)
     if lo_v > hi_v:
         return None
     fast = _proven_in_range(params, (lo_v + input_zp, hi_v + input_zp))
     return None if fast is None else (lo_v + input_zp, hi_v + input_zp, fast)
+
+
+def _largest_multipliers(m, s, ms: list[int], ss: list[int]) -> list[tuple[int, int]]:
+    """(shift, largest multiplier with that shift) for each distinct shift of the channels
+    (``m``, ``s``: the setup's multiplier and shift; ``ms``, ``ss``: the same as lists).
+
+    >>> m, s = np.array([3, 9, 4]), np.array([30, 30, 31])
+    >>> _largest_multipliers(m, s, m.tolist(), s.tolist())
+    [(30, 9), (31, 4)]
+    """
+    if len(ms) == 1 or min(ms) < 0 or max(ms) >= 1 << 31 or min(ss) < 2 or max(ss) > 62:
+        return list(zip(ss, ms, strict=True))  # (an empty tensor's unchecked scales: each channel)
+    # 0 <= m < 2**31 and 2 <= s <= 62: one sortable int64 key per channel, the largest m
+    # last among the channels of each shift
+    keys = np.unique((np.asarray(s, np.int64) << 32) | np.asarray(m, np.int64))
+    shifts = keys >> 32
+    last = np.append(shifts[1:] != shifts[:-1], True)
+    return list(zip(shifts[last].tolist(), (keys[last] & 0xFFFFFFFF).tolist(), strict=True))
 
 
 def _channels(value) -> list[int]:
@@ -261,20 +288,26 @@ def _proven_in_range(params: tuple, data: tuple[int, int] | None = None):
         return None
     # per channel, exact in int64 after the bound above (vectorised: per-channel RESCALEs have
     # one channel per output channel; one channel in Python integers, cheaper than numpy's calls)
+    if len(ms) > 1:
+        mc, sc = np.asarray(m, np.int64), np.asarray(s, np.int64)  # (int64 arrays already)
+        rounding_c = np.int64(1) << (sc - 1)
     for v in (vmin, vmax):
         if len(ms) == 1:
             low = high = (v * ms[0] + (1 << (ss[0] - 1))) >> ss[0]
         else:
-            mc, sc = np.asarray(ms, np.int64), np.asarray(ss, np.int64)
-            r = (np.int64(v) * mc + (np.int64(1) << (sc - 1))) >> sc
+            r = (np.int64(v) * mc + rounding_c) >> sc
             low, high = int(r.min()), int(r.max())
         if not (lo32 <= low and high <= hi32 and lo32 <= low + output_zp and high + output_zp <= hi32):
             return None
     # (v * m + round) >> s, then + output_zp: folded into the rounding term, exact because the
     # zero point is an integer: ((v*m + round) >> s) + zp == (v*m + round + (zp << s)) >> s.
-    shift = s if not np.ndim(s) else np.asarray(s, np.int64)
-    mult = m if not np.ndim(m) else np.asarray(m, np.int64)
-    rounding = (np.int64(1) << (shift - 1)) + (np.int64(output_zp) << shift)
+    if len(ms) == 1 and not np.ndim(s):  # per tensor: the same integers, from Python's (exact) ones
+        shift, mult = s, m
+        rounding = np.int64((1 << (ss[0] - 1)) + (output_zp << ss[0]))  # |.| < 2**62 (bounded above)
+    else:
+        shift = s if not np.ndim(s) else np.asarray(s, np.int64)
+        mult = m if not np.ndim(m) else np.asarray(m, np.int64)
+        rounding = (np.int64(1) << (shift - 1)) + (np.int64(output_zp) << shift)
     lo, hi = int_range(out_t)
     mask = (1 << dtype_info(in_t).bits) - 1 if input_unsigned else 0
     return mult, shift, rounding, input_zp, mask, np.int64(lo), np.int64(hi), dtype_info(out_t).working
@@ -284,9 +317,8 @@ def _rescale_setup(call: OpCall) -> tuple:
     """The ERROR_IFs and the scale REQUIREs of RESCALE; its parameters for :func:`_rescale`."""
     call.check_arity(5, 1)
     in_t, out_t = call.in_dtype(0), call.out_dtype()
-    call.error_if(
-        out_t not in _RESCALE_TYPES.get(in_t, ()), f"unsupported RESCALE {in_t} -> {out_t}"
-    )
+    if out_t not in _RESCALE_TYPES.get(in_t, ()):  # (messages formatted only for a failing check)
+        call.error_if(True, f"unsupported RESCALE {in_t} -> {out_t}")
     attrs = call.attrs
     scale32 = bool(attrs.get("scale32", False))
     rounding_mode = attrs.get("rounding_mode", "SINGLE_ROUND")
@@ -296,10 +328,8 @@ def _rescale_setup(call: OpCall) -> tuple:
     shape = tuple(call.input_decls[0].shape)
     check_rank(call, len(shape), 0, MAX_RANK, "input")
     call.error_if(tuple(call.out_shape()) != shape, "shape(output) != shape(input)")
-    call.error_if(
-        rounding_mode not in ("SINGLE_ROUND", "INEXACT_ROUND", "DOUBLE_ROUND"),
-        f"rounding_mode {rounding_mode} unknown",
-    )
+    if rounding_mode not in ("SINGLE_ROUND", "INEXACT_ROUND", "DOUBLE_ROUND"):
+        call.error_if(True, f"rounding_mode {rounding_mode} unknown")
 
     # Attribute/type ERROR_IFs of the pseudocode (the zero-point ones follow below).
     call.error_if(scale32 and in_t == "INT48", "scale32 && is_same<in_t,i48_t>()")
@@ -319,10 +349,14 @@ def _rescale_setup(call: OpCall) -> tuple:
     # multiplier [NC] (INT32 if scale32 else INT16) and shift [NC] (INT8)
     nc = shape[-1] if per_channel else 1
     mul_t = "INT32" if scale32 else "INT16"
-    call.error_if(call.in_dtype(1) != mul_t, f"multiplier type {call.in_dtype(1)} != {mul_t}")
-    call.error_if(call.in_dtype(2) != "INT8", f"shift type {call.in_dtype(2)} != INT8")
-    call.error_if(tuple(call.input_decls[1].shape) != (nc,), f"shape(multiplier) != [NC] = [{nc}]")
-    call.error_if(tuple(call.input_decls[2].shape) != (nc,), f"shape(shift) != [NC] = [{nc}]")
+    if call.in_dtype(1) != mul_t:
+        call.error_if(True, f"multiplier type {call.in_dtype(1)} != {mul_t}")
+    if call.in_dtype(2) != "INT8":
+        call.error_if(True, f"shift type {call.in_dtype(2)} != INT8")
+    if tuple(call.input_decls[1].shape) != (nc,):
+        call.error_if(True, f"shape(multiplier) != [NC] = [{nc}]")
+    if tuple(call.input_decls[2].shape) != (nc,):
+        call.error_if(True, f"shape(shift) != [NC] = [{nc}]")
 
     input_zp = _zero_point(call, 3, in_t, input_unsigned)
     output_zp = _zero_point(call, 4, out_t, output_unsigned)
@@ -347,12 +381,15 @@ def _rescale_setup(call: OpCall) -> tuple:
     shift = call.inputs[2].astype(np.int64).reshape(-1)
     # REQUIREs of apply_scale_32/16 on the scale factors actually used.
     if 0 not in shape:  # (an empty tensor uses none; shapes are checked to have nc entries)
-        call.require(multiplier.min() >= 0, "multiplier >= 0")
-        call.require(2 <= shift.min() and shift.max() <= 62, "2 <= shift && shift <= 62")
+        # (Python's min/max over the few channels: cheaper than numpy's reductions)
+        ms, ss = multiplier.tolist(), shift.tolist()
+        call.require(min(ms) >= 0, "multiplier >= 0")
+        call.require(2 <= min(ss) and max(ss) <= 62, "2 <= shift && shift <= 62")
 
     m = multiplier if per_channel else multiplier[0]
     s = shift if per_channel else shift[0]
-    bounds = (-np.left_shift(np.int64(1), s - 1), np.left_shift(np.int64(1), s - 1)) if scale32 else None
+    half = np.left_shift(np.int64(1), s - 1) if scale32 else None
+    bounds = (-half, half) if scale32 else None
     return (in_t, out_t, scale32, rounding_mode, input_unsigned, output_unsigned, input_zp, output_zp,
             m, s, bounds)
 
@@ -473,9 +510,12 @@ def cast_to_block_scaled(call: OpCall) -> list[np.ndarray]:
     call.check_arity(1, 2)
     size = block_size(call)
     in_dt, out_dt, scale_dt = call.in_dtype(0), call.out_dtype(0), call.out_dtype(1)
-    call.error_if(in_dt not in _BLOCK_FLOATS, f"in_t {in_dt} not bf16_t/fp32_t")
-    call.error_if(out_dt not in MX_ELEMENT_TYPES, f"out_t {out_dt} is not an MX element type")
-    call.error_if(scale_dt != SCALE_TYPE, f"scale_t {scale_dt} != {SCALE_TYPE}")
+    if in_dt not in _BLOCK_FLOATS:
+        call.error_if(True, f"in_t {in_dt} not bf16_t/fp32_t")
+    if out_dt not in MX_ELEMENT_TYPES:
+        call.error_if(True, f"out_t {out_dt} is not an MX element type")
+    if scale_dt != SCALE_TYPE:
+        call.error_if(True, f"scale_t {scale_dt} != {SCALE_TYPE}")
     shape = tuple(call.input_decls[0].shape)
     _check_block_shapes(call, shape, size)
     call.error_if(tuple(call.out_shape(0)) != shape, "shape(output_data) != shape")
@@ -503,9 +543,12 @@ def cast_from_block_scaled(call: OpCall) -> list[np.ndarray]:
     call.check_arity(2, 1)
     size = block_size(call)
     in_dt, scale_dt, out_dt = call.in_dtype(0), call.in_dtype(1), call.out_dtype()
-    call.error_if(in_dt not in MX_ELEMENT_TYPES, f"in_t {in_dt} is not an MX element type")
-    call.error_if(scale_dt != SCALE_TYPE, f"scale_t {scale_dt} != {SCALE_TYPE}")
-    call.error_if(out_dt not in _BLOCK_FLOATS, f"out_t {out_dt} not bf16_t/fp32_t")
+    if in_dt not in MX_ELEMENT_TYPES:
+        call.error_if(True, f"in_t {in_dt} is not an MX element type")
+    if scale_dt != SCALE_TYPE:
+        call.error_if(True, f"scale_t {scale_dt} != {SCALE_TYPE}")
+    if out_dt not in _BLOCK_FLOATS:
+        call.error_if(True, f"out_t {out_dt} not bf16_t/fp32_t")
     shape, s_shape = tuple(call.input_decls[0].shape), tuple(call.input_decls[1].shape)
     _check_block_shapes(call, shape, size)
     call.error_if(len(shape) != len(s_shape), "rank(shape) != rank(in_scale_shape)")

@@ -65,14 +65,16 @@ def _variable_operand(call: OpCall, candidates: list[Tensor]) -> Tensor:
     marked = [d for d in candidates if d.variable]
     if len(marked) == 1:
         return marked[0]
-    call.error_if(len(marked) > 1, f"{len(marked)} operands are variable tensors, expected one")
+    if len(marked) > 1:
+        call.error_if(True, f"{len(marked)} operands are variable tensors, expected one")
     call.error_if(len(candidates) != 1, "no operand is a variable tensor (TosaTensor.variable)")
     return candidates[0]
 
 
 def _check_type(call: OpCall, dtype: str, what: str) -> None:
     """ERROR_IF the variable element type is not one the spec supports."""
-    call.error_if(dtype not in VARIABLE_TYPES, f"{what} {dtype} not in {list(VARIABLE_TYPES)}")
+    if dtype not in VARIABLE_TYPES:
+        call.error_if(True, f"{what} {dtype} not in {list(VARIABLE_TYPES)}")
 
 
 
