@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import importlib.metadata
 import json
 import os
 import shutil
@@ -35,6 +36,8 @@ import tosa_verify
 from tosa_verify.dtypes import dtype_info, float_values, to_working
 from tosa_verify.errors import TosaRequireError, TosaValidationError
 
+from . import shipped
+
 SITE = Path(next(p for p in sys.path if p.endswith("site-packages") and (Path(p) / "tosa_reference_model").is_dir()))
 GENERATE_LIB = SITE / "tosa_reference_model" / "libtosa_reference_generate_lib.so"
 VERIFY_LIB = SITE / "tosa_reference_model" / "libtosa_reference_verify_lib.so"
@@ -44,6 +47,7 @@ BIN_DIR = Path(sys.executable).parent
 NATIVE_DIR = SITE / "bin"
 #: The generator, run through a wrapper that checks each JSON schema once (see _generator.py).
 GENERATOR = Path(__file__).with_name("_generator.py")
+TOSA_TOOLS_VERSION = importlib.metadata.version("tosa-tools")
 
 
 def tool(name: str) -> str:
@@ -182,7 +186,12 @@ def generate(op: str, *, maximum: int | None = None, num_errorifs: int = 1, seed
         *EXTRA_ARGS.get(op, ()),
         *extra_args,
     ]
-    key = hashlib.sha256(json.dumps([args, maximum, num_errorifs]).encode()).hexdigest()[:12]
+    # the key holds what decides the generator's output: its arguments (the library by name, not
+    # by this machine's path) and the tosa-tools version; shipped.py's cases are named by it
+    portable = [a.replace(str(GENERATE_LIB), GENERATE_LIB.name) for a in args]
+    key = hashlib.sha256(json.dumps([portable, maximum, num_errorifs, TOSA_TOOLS_VERSION])
+                         .encode()).hexdigest()[:12]
+    shipped.unpack(cache_root())
     out = cache_root() / f"{op_name}-{key}"
     done = out / ".complete"
     lock_path = cache_root() / f".{op_name}-{key}.lock"
