@@ -288,9 +288,7 @@ def _const_decl(operator: Operator, decls: dict[str, Tensor]) -> Tensor | None:
     if data is None or data.flags.writeable:
         return None
     dtype = decl.dtype
-    working = _WORKING.get(dtype)
-    if working is None:
-        working = _WORKING[dtype] = dtype_info(dtype).working
+    working = _working(dtype)
     shape = decl.shape if type(decl.shape) is tuple else tuple(decl.shape)
     if data.dtype != working or data.shape != shape or (dtype != "SHAPE" and 0 in shape):
         return None
@@ -299,6 +297,14 @@ def _const_decl(operator: Operator, decls: dict[str, Tensor]) -> Tensor | None:
 
 #: TOSA dtype name -> working numpy dtype (a dict hit on the plan's hottest path)
 _WORKING: dict[str, np.dtype] = {}
+
+
+def _working(dtype: str) -> np.dtype:
+    """``dtype_info(dtype).working``, memoized in :data:`_WORKING`."""
+    working = _WORKING.get(dtype)
+    if working is None:
+        working = _WORKING[dtype] = dtype_info(dtype).working
+    return working
 
 
 def _make_step(block: Block, index: int, operator: Operator, decls: dict[str, Tensor],
@@ -326,10 +332,7 @@ def _make_step(block: Block, index: int, operator: Operator, decls: dict[str, Te
         return step
     for decl in output_decls:
         dtype, shape = decl.dtype, tuple(decl.shape)
-        working = _WORKING.get(dtype)
-        if working is None:
-            working = _WORKING[dtype] = dtype_info(dtype).working
-        step.outputs.append((decl.name, working, shape))
+        step.outputs.append((decl.name, _working(dtype), shape))
         if dtype != "SHAPE" and shape and min(shape) < 1 and step.error_after is None:
             where = OpCall(index, operator, [], input_decls, output_decls)._where()
             condition = f"output {decl.name!r} has a dimension < 1 in {list(decl.shape)}"
