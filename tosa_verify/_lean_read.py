@@ -45,6 +45,11 @@ def _unpacker(fmt: str, count: int) -> Callable:
     return got
 
 
+def _vtable_index(f: Field) -> int:
+    """The position of ``f``'s offset among a vtable's field offsets (after its two sizes)."""
+    return (f.slot - 4) >> 1
+
+
 #: More tables than this are left to the column-wise reader.
 MAX_TABLES = 100
 
@@ -68,9 +73,9 @@ class _Reader:
     def __init__(self, buf: bytes, layout: dict[str, Field], read: tuple[str, ...]) -> None:
         self.buf, self.size = buf, len(buf)
         self.layout, self.read = layout, read
-        self._slots = [(f.slot - 4) >> 1 for f in (layout[name] for name in read)]
-        self._others = [(i, f) for i, f in ((((f.slot - 4) >> 1), f) for n, f in layout.items() if n not in read)]
-        self._width = max((f.slot - 4) >> 1 for f in layout.values()) + 1
+        self._slots = [_vtable_index(layout[name]) for name in read]
+        self._others = [(_vtable_index(f), f) for n, f in layout.items() if n not in read]
+        self._width = max(map(_vtable_index, layout.values())) + 1
         self._vtables: dict[int, tuple[tuple[int, ...], list[Field]]] = {}
 
     def offsets(self, pos: int) -> tuple[int, ...]:
