@@ -99,11 +99,12 @@ _RESCALE_TYPES: dict[str, tuple[str, ...]] = {
 
 def _zero_point(call: OpCall, i: int, dtype: str, unsigned: bool) -> int:
     """Zero-point operand ``i`` (a [1] tensor of ``dtype``), zero- or sign-extended."""
-    if call.in_dtype(i) != dtype:  # (messages formatted only for a failing check)
-        call.error_if(True, f"zero point type {call.in_dtype(i)} != {dtype}")
-    if tuple(call.input_decls[i].shape) != (1,):
+    decl = call.input_decls[i]
+    if decl.dtype != dtype:  # (messages formatted only for a failing check)
+        call.error_if(True, f"zero point type {decl.dtype} != {dtype}")
+    if tuple(decl.shape) != (1,):
         call.error_if(True, f"shape of zero point input {i} != [1]")
-    zp = int(np.asarray(call.inputs[i]).reshape(-1)[0])
+    zp = int(np.asarray(call.inputs[i]).item(0))  # (one numpy call: the first element)
     if unsigned:
         zp &= (1 << dtype_info(dtype).bits) - 1
     return zp
@@ -132,14 +133,14 @@ def prepare_rescale(call: OpCall):
     """RESCALE with constant multiplier, shift and zero points: every check but the data's, once."""
     if len(call.inputs) != 5 or any(v is None for v in call.inputs[1:]):
         return None
-    params = _rescale_setup(call)
+    params, ms, ss = _setup(call)
     # The float64 kernel pays off on large tensors only: on small ones numpy's fixed cost per
     # call dominates, and the int64 kernel makes fewer calls (and the prepare no float bounds).
     large = math.prod(call.input_decls[0].shape) > SMALL_RESCALE
     finish = fast_rescale if large else _unchanged
-    fast = _proven_in_range(params)
+    fast = _proven_in_range(params, lists=(ms, ss))
     if fast is not None:
-        if not large and params[0] == "INT8" and np.ndim(params[8]) == 0:
+        if not large and params[0] == "INT8" and not _ndim(params[8]):
             return _lookup_kernel(fast)
 
         def kernel(run: OpCall) -> list[np.ndarray]:  # no input can fail a REQUIRE
@@ -173,12 +174,25 @@ def _unchanged(params: tuple, kernel):
 
 
 _BIT_PATTERNS = np.arange(256, dtype=np.uint8).view(np.int8)
+#: the input value of each bit pattern, as int64: signed, and zero-extended (input_unsigned)
+_PATTERN_VALUES = {False: _BIT_PATTERNS.astype(np.int64), True: np.arange(256, dtype=np.int64)}
+for _values in _PATTERN_VALUES.values():
+    _values.flags.writeable = False
 
 
 def _lookup_kernel(fast: tuple):
     """A per-tensor RESCALE of INT8 input whose REQUIREs hold for every input: the outputs of all
-    256 input values, computed once by :func:`_fast_rescale`, indexed by the input's bit pattern."""
-    table = _fast_rescale(_BIT_PATTERNS, fast)  # entry i: the input whose bit pattern is i
+    256 input values, as :func:`_fast_rescale` computes them, indexed by the input's bit pattern."""
+    m, s, rounding, input_zp, mask, lo, hi, working = fast
+    # _fast_rescale's formula in fewer numpy calls: the input values are precomputed (masked
+    # when unsigned), and (v - zp) * m + rounding == v * m + (rounding - zp * m), exact in int64
+    # (the prepare bounded |v - zp| * m + |rounding| < 2**62, and |zp * m| < 2**40)
+    table = _PATTERN_VALUES[bool(mask)] * m
+    table += rounding - input_zp * m
+    table >>= s
+    np.maximum(table, lo, out=table)
+    np.minimum(table, hi, out=table)
+    table = table.astype(working)  # entry i: the input whose bit pattern is i
 
     def lookup_kernel(run: OpCall) -> list[np.ndarray]:
         return [table.take(run.inputs[0].view(np.uint8))]
@@ -260,10 +274,11 @@ def _largest_multipliers(m, s, ms: list[int], ss: list[int]) -> list[tuple[int, 
 
 def _channels(value) -> list[int]:
     """A multiplier or shift (an int64 scalar or per-channel array) as a list of ints."""
-    return [int(value)] if not np.ndim(value) else value.tolist()
+    return [int(value)] if not _ndim(value) else value.tolist()
 
 
-def _proven_in_range(params: tuple, data: tuple[int, int] | None = None):
+def _proven_in_range(params: tuple, data: tuple[int, int] | None = None,
+                     lists: tuple[list[int], list[int]] | None = None):
     """Parameters of a RESCALE whose data REQUIREs hold for *every* input value (or every value
     in ``data``, an inclusive range of the input), else None.
 
@@ -271,14 +286,15 @@ def _proven_in_range(params: tuple, data: tuple[int, int] | None = None):
     type bound every intermediate: when they pass the REQUIREs (value within the shift's range,
     results within int32), no input can fail them, and a run skips the checks. Kept to the
     common case: signed output, single rounding (or double rounding with every shift <= 31,
-    where it is the same), no int64 overflow in the product.
+    where it is the same), no int64 overflow in the product. ``lists``: the multipliers and
+    shifts as lists (from :func:`_setup`), else taken from ``params``.
     """
     (in_t, out_t, scale32, rounding_mode, input_unsigned, output_unsigned, input_zp, output_zp,
      m, s, bounds) = params
-    ms, ss = _channels(m), _channels(s)
+    ms, ss = (_channels(m), _channels(s)) if lists is None else lists
     if output_unsigned or (rounding_mode == "DOUBLE_ROUND" and max(ss) > 31):
         return None
-    lo_in, hi_in = int_range(in_t, unsigned=input_unsigned) if data is None else data
+    lo_in, hi_in = _int_range(in_t, input_unsigned) if data is None else data
     vmin, vmax = lo_in - input_zp, hi_in - input_zp
     # every int64 intermediate of the kernel below, bounded
     if max(abs(vmin), abs(vmax)) * max(ms) + (abs(output_zp) + 1 << max(ss)) >= 1 << 62:
@@ -301,22 +317,60 @@ def _proven_in_range(params: tuple, data: tuple[int, int] | None = None):
             return None
     # (v * m + round) >> s, then + output_zp: folded into the rounding term, exact because the
     # zero point is an integer: ((v*m + round) >> s) + zp == (v*m + round + (zp << s)) >> s.
-    if len(ms) == 1 and not np.ndim(s):  # per tensor: the same integers, from Python's (exact) ones
+    if len(ms) == 1 and not _ndim(s):  # per tensor: the same integers, from Python's (exact) ones
         shift, mult = s, m
         rounding = np.int64((1 << (ss[0] - 1)) + (output_zp << ss[0]))  # |.| < 2**62 (bounded above)
     else:
-        shift = s if not np.ndim(s) else np.asarray(s, np.int64)
-        mult = m if not np.ndim(m) else np.asarray(m, np.int64)
+        shift = s if not _ndim(s) else np.asarray(s, np.int64)
+        mult = m if not _ndim(m) else np.asarray(m, np.int64)
         rounding = (np.int64(1) << (shift - 1)) + (np.int64(output_zp) << shift)
-    lo, hi = int_range(out_t)
     mask = (1 << dtype_info(in_t).bits) - 1 if input_unsigned else 0
-    return mult, shift, rounding, input_zp, mask, np.int64(lo), np.int64(hi), dtype_info(out_t).working
+    return (mult, shift, rounding, input_zp, mask, *_output_clip(out_t))
+
+
+#: (dtype, unsigned) -> int_range; out_t -> (int64 lo, int64 hi, working dtype): schema-level
+#: facts a prepare looks up per RESCALE, made once
+_RANGES: dict[tuple[str, bool], tuple[int, int]] = {}
+_CLIPS: dict[str, tuple] = {}
+
+
+def _int_range(dtype: str, unsigned: bool = False) -> tuple[int, int]:
+    """:func:`int_range`, memoized in :data:`_RANGES`."""
+    found = _RANGES.get((dtype, unsigned))
+    if found is None:
+        found = _RANGES[dtype, unsigned] = int_range(dtype, unsigned=unsigned)
+    return found
+
+
+def _output_clip(out_t: str) -> tuple:
+    """(lo, hi) of ``out_t`` as int64 scalars and its working dtype, memoized in :data:`_CLIPS`."""
+    found = _CLIPS.get(out_t)
+    if found is None:
+        lo, hi = int_range(out_t)
+        found = _CLIPS[out_t] = (np.int64(lo), np.int64(hi), dtype_info(out_t).working)
+    return found
+
+
+def _ndim(value) -> int:
+    """``np.ndim`` of a multiplier or shift (a numpy scalar or array, or an int), without its
+    dispatch cost."""
+    return getattr(value, "ndim", 0)
 
 
 def _rescale_setup(call: OpCall) -> tuple:
     """The ERROR_IFs and the scale REQUIREs of RESCALE; its parameters for :func:`_rescale`."""
+    return _setup(call)[0]
+
+
+def _setup(call: OpCall) -> tuple[tuple, list[int], list[int]]:
+    """:func:`_rescale_setup`'s parameters, and the multipliers and shifts as lists of ints.
+
+    Each check is an ``if`` in front of ``error_if`` (one call per failing check, not per check:
+    a prepare runs this once per RESCALE of a graph, the most common operator of lowered ones).
+    """
     call.check_arity(5, 1)
-    in_t, out_t = call.in_dtype(0), call.out_dtype()
+    decls = call.input_decls
+    in_t, out_t = decls[0].dtype, call.output_decls[0].dtype
     if out_t not in _RESCALE_TYPES.get(in_t, ()):  # (messages formatted only for a failing check)
         call.error_if(True, f"unsupported RESCALE {in_t} -> {out_t}")
     attrs = call.attrs
@@ -325,18 +379,60 @@ def _rescale_setup(call: OpCall) -> tuple:
     per_channel = bool(attrs.get("per_channel", False))
     input_unsigned = bool(attrs.get("input_unsigned", False))
     output_unsigned = bool(attrs.get("output_unsigned", False))
-    shape = tuple(call.input_decls[0].shape)
+    shape = tuple(decls[0].shape)
     check_rank(call, len(shape), 0, MAX_RANK, "input")
-    call.error_if(tuple(call.out_shape()) != shape, "shape(output) != shape(input)")
+    if tuple(call.output_decls[0].shape) != shape:
+        call.error_if(True, "shape(output) != shape(input)")
     if rounding_mode not in ("SINGLE_ROUND", "INEXACT_ROUND", "DOUBLE_ROUND"):
         call.error_if(True, f"rounding_mode {rounding_mode} unknown")
+    _check_attributes(call, in_t, out_t, scale32, rounding_mode, input_unsigned, output_unsigned)
+    if per_channel and not shape:
+        call.error_if(True, "per_channel && rank(input) < 1")
 
-    # Attribute/type ERROR_IFs of the pseudocode (the zero-point ones follow below).
-    call.error_if(scale32 and in_t == "INT48", "scale32 && is_same<in_t,i48_t>()")
-    call.error_if(
-        not scale32 and rounding_mode == "DOUBLE_ROUND",
-        "!scale32 && (rounding_mode == DOUBLE_ROUND)",
-    )
+    # multiplier [NC] (INT32 if scale32 else INT16) and shift [NC] (INT8)
+    nc = shape[-1] if per_channel else 1
+    mul_t = "INT32" if scale32 else "INT16"
+    if decls[1].dtype != mul_t:
+        call.error_if(True, f"multiplier type {decls[1].dtype} != {mul_t}")
+    if decls[2].dtype != "INT8":
+        call.error_if(True, f"shift type {decls[2].dtype} != INT8")
+    if tuple(decls[1].shape) != (nc,):
+        call.error_if(True, f"shape(multiplier) != [NC] = [{nc}]")
+    if tuple(decls[2].shape) != (nc,):
+        call.error_if(True, f"shape(shift) != [NC] = [{nc}]")
+
+    input_zp = _zero_point(call, 3, in_t, input_unsigned)
+    output_zp = _zero_point(call, 4, out_t, output_unsigned)
+    _check_zero_points(call, in_t, out_t, input_unsigned, output_unsigned, input_zp, output_zp)
+
+    ms, ss = call.inputs[1].reshape(-1).tolist(), call.inputs[2].reshape(-1).tolist()
+    # REQUIREs of apply_scale_32/16 on the scale factors actually used.
+    if 0 not in shape:  # (an empty tensor uses none; shapes are checked to have nc entries)
+        # (Python's min/max over the few channels: cheaper than numpy's reductions)
+        call.require(min(ms) >= 0, "multiplier >= 0")
+        call.require(2 <= min(ss) and max(ss) <= 62, "2 <= shift && shift <= 62")
+    if per_channel:
+        m, s = call.inputs[1].astype(np.int64).reshape(-1), call.inputs[2].astype(np.int64).reshape(-1)
+        half = np.left_shift(np.int64(1), s - 1) if scale32 else None
+    else:  # the same numpy scalars from Python's ints (shifts beyond int64's: numpy's as before)
+        m, s = np.int64(ms[0]), np.int64(ss[0])
+        half = None if not scale32 else \
+            np.int64(1 << (ss[0] - 1)) if 1 <= ss[0] <= 63 else np.left_shift(np.int64(1), s - 1)
+    bounds = (-half, half) if scale32 else None
+    params = (in_t, out_t, scale32, rounding_mode, input_unsigned, output_unsigned, input_zp, output_zp,
+              m, s, bounds)
+    return params, ms, ss
+
+
+def _check_attributes(call: OpCall, in_t: str, out_t: str, scale32: bool, rounding_mode: str,
+                      input_unsigned: bool, output_unsigned: bool) -> None:
+    """The attribute/type ERROR_IFs of RESCALE's pseudocode, in its order."""
+    if scale32 and in_t == "INT48":
+        call.error_if(True, "scale32 && is_same<in_t,i48_t>()")
+    if not scale32 and rounding_mode == "DOUBLE_ROUND":
+        call.error_if(True, "!scale32 && (rounding_mode == DOUBLE_ROUND)")
+    if not (input_unsigned or output_unsigned):
+        return  # (the common case: every check below needs an unsigned side)
     call.error_if(input_unsigned and output_unsigned, "input_unsigned && output_unsigned")
     call.error_if(out_t == "INT32" and input_unsigned, "is_same<out_t,i32_t>() && input_unsigned")
     call.error_if(in_t == "INT32" and output_unsigned, "is_same<in_t,i32_t>() && output_unsigned")
@@ -344,54 +440,22 @@ def _rescale_setup(call: OpCall) -> tuple:
     call.error_if(in_t == "INT48" and input_unsigned, "is_same<in_t, i48_t> && input_unsigned")
     call.error_if(in_t == "INT32" and input_unsigned, "is_same<in_t, i32_t> && input_unsigned")
     call.error_if(out_t == "INT32" and output_unsigned, "is_same<out_t, i32_t> && output_unsigned")
-    call.error_if(per_channel and len(shape) < 1, "per_channel && rank(input) < 1")
 
-    # multiplier [NC] (INT32 if scale32 else INT16) and shift [NC] (INT8)
-    nc = shape[-1] if per_channel else 1
-    mul_t = "INT32" if scale32 else "INT16"
-    if call.in_dtype(1) != mul_t:
-        call.error_if(True, f"multiplier type {call.in_dtype(1)} != {mul_t}")
-    if call.in_dtype(2) != "INT8":
-        call.error_if(True, f"shift type {call.in_dtype(2)} != INT8")
-    if tuple(call.input_decls[1].shape) != (nc,):
-        call.error_if(True, f"shape(multiplier) != [NC] = [{nc}]")
-    if tuple(call.input_decls[2].shape) != (nc,):
-        call.error_if(True, f"shape(shift) != [NC] = [{nc}]")
 
-    input_zp = _zero_point(call, 3, in_t, input_unsigned)
-    output_zp = _zero_point(call, 4, out_t, output_unsigned)
-    call.error_if(
-        in_t != "INT8" and (in_t != "INT16" or not input_unsigned) and input_zp != 0,
-        "!is_same<in_t,i8_t>() && (!is_same<in_t,i16_t>() || input_unsigned == false) && input_zp != 0",
-    )
-    call.error_if(
-        out_t != "INT8" and (out_t != "INT16" or not output_unsigned) and output_zp != 0,
-        "!is_same<out_t,i8_t>() && (!is_same<out_t,i16_t>() || output_unsigned == false) && output_zp != 0",
-    )
-    call.error_if(
-        in_t == "INT16" and input_unsigned and input_zp not in (0, 32768),
-        "is_same<in_t,i16_t>() && input_unsigned == true && input_zp != 0 && input_zp != 32768",
-    )
-    call.error_if(
-        out_t == "INT16" and output_unsigned and output_zp not in (0, 32768),
-        "is_same<out_t,i16_t>() && output_unsigned == true && output_zp != 0 && output_zp != 32768",
-    )
-
-    multiplier = call.inputs[1].astype(np.int64).reshape(-1)
-    shift = call.inputs[2].astype(np.int64).reshape(-1)
-    # REQUIREs of apply_scale_32/16 on the scale factors actually used.
-    if 0 not in shape:  # (an empty tensor uses none; shapes are checked to have nc entries)
-        # (Python's min/max over the few channels: cheaper than numpy's reductions)
-        ms, ss = multiplier.tolist(), shift.tolist()
-        call.require(min(ms) >= 0, "multiplier >= 0")
-        call.require(2 <= min(ss) and max(ss) <= 62, "2 <= shift && shift <= 62")
-
-    m = multiplier if per_channel else multiplier[0]
-    s = shift if per_channel else shift[0]
-    half = np.left_shift(np.int64(1), s - 1) if scale32 else None
-    bounds = (-half, half) if scale32 else None
-    return (in_t, out_t, scale32, rounding_mode, input_unsigned, output_unsigned, input_zp, output_zp,
-            m, s, bounds)
+def _check_zero_points(call: OpCall, in_t: str, out_t: str, input_unsigned: bool, output_unsigned: bool,
+                       input_zp: int, output_zp: int) -> None:
+    """The zero-point ERROR_IFs of RESCALE's pseudocode, in its order."""
+    if in_t != "INT8" and (in_t != "INT16" or not input_unsigned) and input_zp != 0:
+        call.error_if(True, "!is_same<in_t,i8_t>() && (!is_same<in_t,i16_t>() || input_unsigned == false) "
+                            "&& input_zp != 0")
+    if out_t != "INT8" and (out_t != "INT16" or not output_unsigned) and output_zp != 0:
+        call.error_if(True, "!is_same<out_t,i8_t>() && (!is_same<out_t,i16_t>() || output_unsigned == false) "
+                            "&& output_zp != 0")
+    if in_t == "INT16" and input_unsigned and input_zp not in (0, 32768):
+        call.error_if(True, "is_same<in_t,i16_t>() && input_unsigned == true && input_zp != 0 && input_zp != 32768")
+    if out_t == "INT16" and output_unsigned and output_zp not in (0, 32768):
+        call.error_if(True, "is_same<out_t,i16_t>() && output_unsigned == true && output_zp != 0 "
+                            "&& output_zp != 32768")
 
 
 def _within(value: np.ndarray, lo, hi, *, inclusive: bool = True) -> bool:
