@@ -55,8 +55,8 @@ def small_conv2d(p: dict, weights: dict, in_shape: tuple[int, ...]) -> Callable 
         dt, bound = _exact_dtype(1, max(abs(lo - izp), abs(hi - izp)), weights["l1"])
         if dt is INT64 or not _one_pass_finish(p["bias"], p["out_dt"], bound, dt):
             return None
-        w = np.moveaxis(weights["shifted"], 0, -1)  # [OC, KH, KW, IC] -> [KH, KW, IC, OC]
-    matrix = np.ascontiguousarray(w.reshape(kh * kw * ic, oc).astype(dt))
+        w = weights["shifted"].transpose(1, 2, 3, 0)  # [OC, KH, KW, IC] -> [KH, KW, IC, OC]
+    matrix = w.astype(dt, order="C").reshape(kh * kw * ic, oc)  # (one copy, contiguous)
     bias = p["bias"].astype(dt)
     index = windows(p["kernel"], p["stride"], p["dilation"], p["pad"], (ih, iw), (oh, ow))
     working = dtype_info(p["out_dt"]).working
@@ -81,12 +81,26 @@ def windows(kernel, stride, dilation, pad, in_hw: tuple[int, int], out_hw: tuple
     (kh, kw), (oh, ow), (ih, iw) = kernel, out_hw, in_hw
     top, _, left, _ = pad
     (sy, sx), (dy, dx) = stride, dilation
+    if top <= 0 and left <= 0 and (oh - 1) * sy + (kh - 1) * dy - top < ih and (ow - 1) * sx + (kw - 1) * dx - left < iw \
+            and min(sy, sx, dy, dx, iw) > 0:
+        return _unpadded_windows(kh, kw, oh, ow, iw, top, left, sy, sx, dy, dx)
     iy = (np.arange(oh) * sy - top)[:, None, None, None] + (np.arange(kh) * dy)[None, None, :, None]
     ix = (np.arange(ow) * sx - left)[None, :, None, None] + (np.arange(kw) * dx)[None, None, None, :]
-    if top <= 0 and left <= 0 and (oh - 1) * sy + (kh - 1) * dy - top < ih and (ow - 1) * sx + (kw - 1) * dx - left < iw:
-        return (iy * iw + ix).reshape(oh * ow, kh * kw)  # no window reaches the padding
     inside = (iy >= 0) & (iy < ih) & (ix >= 0) & (ix < iw)
     return np.where(inside, iy * iw + ix, ih * iw).reshape(oh * ow, kh * kw)
+
+
+def _unpadded_windows(kh: int, kw: int, oh: int, ow: int, iw: int, top: int, left: int,
+                      sy: int, sx: int, dy: int, dx: int) -> np.ndarray:
+    """:func:`windows` where no window reaches the padding (every step > 0): a window's flat
+    position is its origin's plus its tap's offset, as outer sums of four ranges (a prepare
+    builds one per convolution or pooling: few numpy calls, as each costs more than its work)."""
+    if kh == kw == sy == sx == 1 and top == left == 0:  # pointwise: the input positions in order
+        return np.arange(oh * ow).reshape(oh * ow, 1)
+    row0, col0 = -top * iw, -left
+    origins = np.add.outer(np.arange(row0, row0 + oh * sy * iw, sy * iw), np.arange(col0, col0 + ow * sx, sx))
+    taps = np.add.outer(np.arange(0, kh * dy * iw, dy * iw), np.arange(0, kw * dx, dx))
+    return np.add.outer(origins.reshape(-1), taps.reshape(-1))
 
 
 def padded_rows(x: np.ndarray, n: int, hw: int, c: int, dt, zp=0, fill=0) -> np.ndarray:

@@ -144,7 +144,8 @@ def _l1_max(shifted_w: np.ndarray, axis: int) -> int:
     convolution output, ``|sum_k x_k w_k| <= max|x| * sum_k |w_k|`` (see :func:`_exact_dtype`)."""
     if shifted_w.size == 0:
         return 0
-    moved = np.moveaxis(np.abs(shifted_w), axis, 0)
+    magnitudes = np.abs(shifted_w)
+    moved = magnitudes if axis == 0 else np.moveaxis(magnitudes, axis, 0)
     return int(moved.reshape(moved.shape[0], -1).sum(axis=1, dtype=INT64).max())
 
 
@@ -172,8 +173,12 @@ def _finish_int(acc: np.ndarray, bias: np.ndarray, out_dtype: str, bound: int) -
 def _one_pass_finish(bias: np.ndarray, out_dtype: str, bound: int, dt) -> bool:
     """``acc + bias`` (``|acc| <= bound``) is exact in ``dt`` and within out_t's range."""
     total = bound + (max(abs(int(bias.max())), abs(int(bias.min()))) if bias.size else 0)
-    exact = {np.dtype(np.float32): 1 << 24, np.dtype(F64): 1 << 53}.get(np.dtype(dt), 1 << 62)
+    exact = _EXACT_BELOW.get(np.dtype(dt), 1 << 62)
     return total < exact and total <= int_range(out_dtype)[1]
+
+
+#: the integers a float dtype holds exactly are those below this magnitude
+_EXACT_BELOW = {np.dtype(np.float32): 1 << 24, np.dtype(F64): 1 << 53}
 
 
 #: Bytes of float sums per chunk of :func:`_gemm_int` (the chunk stays in the L2 cache).
@@ -459,4 +464,7 @@ def _check_bias(call: OpCall, channels: int, index: int = 2) -> np.ndarray:
     bc = call.input_decls[index].shape[0]
     if bc != channels and bc != 1:
         call.error_if(True, f"BC != OC && BC != 1 (BC={bc}, OC={channels})")
-    return np.broadcast_to(call.inputs[index].reshape(-1), (channels,))
+    bias = call.inputs[index].reshape(-1)
+    if bias.shape == (channels,) and not bias.flags.writeable:
+        return bias  # (a read-only constant of the right size: what broadcast_to would give)
+    return np.broadcast_to(bias, (channels,))

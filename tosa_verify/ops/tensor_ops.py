@@ -320,8 +320,11 @@ def prepare_conv(call: OpCall):
         weights[F64] = np.ascontiguousarray(np.moveaxis(call.inputs[1].astype(F64), 0, -1))
     else:
         weights["izp"] = _zero_point(call, 3, p["in_dt"], "input_zp")
-        weights["shifted"], _ = _shifted(call.inputs[1], _zero_point(call, 4, p["w_dt"], "weight_zp"))
-        weights["l1"] = _l1_max(weights["shifted"], 0)  # weight [OC, *K, IC]
+        weights["shifted"] = shifted = call.inputs[1].astype(np.int64)  # (as _shifted, without its max)
+        wzp = _zero_point(call, 4, p["w_dt"], "weight_zp")
+        if wzp:
+            shifted -= wzp
+        weights["l1"] = _l1_max(shifted, 0)  # weight [OC, *K, IC]
     small = small_conv2d(p, weights, tuple(call.input_decls[0].shape)) if call.op == "CONV2D" else None
     return small or _quiet(lambda run: [_conv_run(run, p, weights)])
 

@@ -19,7 +19,7 @@ from ._mx import MX_ELEMENT_TYPES, SCALE_TYPE, block_size, expand_scales, scale_
 from ._rescale_fast import fast_rescale
 from ._version import is_tosa_11
 from .facts import FLOAT_DTYPES, MX_DTYPES, Compliance, rescale_inexact
-from .registry import SHARED_PREPARE, OpCall, register, register_prepare
+from .registry import OpCall, register, register_prepare
 
 _FLOATS = ("FP16", "BF16", "FP32", "FP8E4M3", "FP8E5M2")
 _INTS = ("INT8", "INT16", "INT32")
@@ -124,19 +124,34 @@ def rescale(call: OpCall) -> list[np.ndarray]:
     return [_rescale(call, call.inputs[0], _rescale_setup(call))]
 
 
-# (the kernels below close over the parameters only; errors go through the run's call)
-SHARED_PREPARE.add("RESCALE")
-
-
 @register_prepare("RESCALE")
 def prepare_rescale(call: OpCall):
-    """RESCALE with constant multiplier, shift and zero points: every check but the data's, once."""
+    """RESCALE with constant multiplier, shift and zero points: every check but the data's, once.
+
+    The kernel closes over the parameters only (errors go through the run's call), so the
+    RESCALEs of one plan with equal parameters share one: the plan's ``call.runtime.kernels``
+    (see :class:`tosa_verify.plan._PlanRuntime`) holds them by their parameters, every check
+    above still made per operator.
+    """
     if len(call.inputs) != 5 or any(v is None for v in call.inputs[1:]):
         return None
     params, ms, ss = _setup(call)
     # The float64 kernel pays off on large tensors only: on small ones numpy's fixed cost per
     # call dominates, and the int64 kernel makes fewer calls (and the prepare no float bounds).
     large = math.prod(call.input_decls[0].shape) > SMALL_RESCALE
+    kernels = getattr(call.runtime, "kernels", None)
+    if kernels is None:
+        return _rescale_kernel(params, ms, ss, large)
+    # (params[8]: a per-channel multiplier is an array, even of one channel: not the same kernel)
+    key = ("RESCALE", *params[:8], _ndim(params[8]), tuple(ms), tuple(ss), large)
+    kernel = kernels.get(key)
+    if kernel is None:
+        kernel = kernels[key] = _rescale_kernel(params, ms, ss, large)
+    return kernel
+
+
+def _rescale_kernel(params: tuple, ms: list[int], ss: list[int], large: bool):
+    """The kernel of a prepared RESCALE (see :func:`prepare_rescale`)."""
     finish = fast_rescale if large else _unchanged
     fast = _proven_in_range(params, lists=(ms, ss))
     if fast is not None:
