@@ -37,6 +37,8 @@ import time
 import zipfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from itertools import chain, repeat
+from operator import attrgetter
 from pathlib import Path
 from typing import IO, Any
 
@@ -225,12 +227,21 @@ def _elements(decl: Any) -> int:
     return math.prod(dims) if not dims or min(dims) >= 0 else math.prod(max(d, 0) for d in dims)
 
 
-@functools.cache
 def _itemsize(dtype: str) -> int:
-    try:
-        return max(dtype_info(dtype).working.itemsize, 1)
-    except Exception:  # noqa: BLE001 - an unknown dtype fails later with its own message
-        return 8
+    """Bytes per element of ``dtype``'s working array (8 for an unknown dtype), memoized in
+    :data:`_ITEMSIZES`."""
+    size = _ITEMSIZES.get(dtype)
+    if size is None:
+        try:
+            size = max(dtype_info(dtype).working.itemsize, 1)
+        except Exception:  # noqa: BLE001 - an unknown dtype fails later with its own message
+            size = 8
+        if type(dtype) is str:  # (a schema-level fact: one entry per dtype name)
+            _ITEMSIZES[dtype] = size
+    return size
+
+
+_ITEMSIZES: dict[str, int] = {}
 
 
 def _tensor_bytes(decl: Any) -> int:
@@ -240,6 +251,7 @@ def _tensor_bytes(decl: Any) -> int:
 #: The attributes naming a sub-graph (COND_IF, WHILE_LOOP), in the order they are measured.
 _SUB_GRAPHS = ("then_graph", "else_graph", "cond_graph", "body_graph")
 _SUB_GRAPH_SET = frozenset(_SUB_GRAPHS)
+_OUTPUTS = attrgetter("outputs")
 
 
 def _block_need(graph: Any, block: Any, active: set[str], memo: dict[str, int],
@@ -253,26 +265,15 @@ def _block_need(graph: Any, block: Any, active: set[str], memo: dict[str, int],
     """
     if block.name in memo:
         return memo[block.name]
-    decls = {**block.shapes, **block.tensors}
-    total = 0
-    elements = {}
-    for name, decl in decls.items():
-        elements[name] = count = _elements(decl)
-        size = count * _itemsize(decl.dtype)
-        total += size
-        sizes.append((size, block.name, decl))
+    elements, total = _declared(block, sizes)
     active = active | {block.name}
-    worst = 0
-    for op in block.operators:
-        outputs = op.outputs
-        # (element counts are >= 0, so an undeclared output's 0 changes no maximum)
-        extra = 8 * (elements.get(outputs[0], 0) if len(outputs) == 1 else
-                     max((elements[n] for n in outputs if n in elements), default=0))
+    ops = block.operators
+    # every operator's output copy (element counts are >= 0, so an undeclared output's 0
+    # changes no maximum) in one C-level pass; then what control flow adds on top
+    worst = 8 * max(map(elements.get, chain.from_iterable(map(_OUTPUTS, ops)), repeat(0)), default=0)
+    for op in [op for op in ops if type(op.attrs) is not dict or not _SUB_GRAPH_SET.isdisjoint(op.attrs)]:
+        extra = 8 * max(map(elements.get, op.outputs, repeat(0)), default=0)
         attrs = op.attrs
-        if type(attrs) is dict and _SUB_GRAPH_SET.isdisjoint(attrs):  # no sub-graph: the common case
-            if extra > worst:
-                worst = extra
-            continue
         subs = []
         for attr in _SUB_GRAPHS:
             name = attrs.get(attr) if isinstance(attrs, Mapping) else None
@@ -292,15 +293,48 @@ def _block_need(graph: Any, block: Any, active: set[str], memo: dict[str, int],
     return memo[block.name]
 
 
+def _declared(block: Any, sizes: list[tuple[int, str, Any]]) -> tuple[dict[str, int], int]:
+    """Elements of each tensor ``block`` declares (a tensor wins over a shape of its name), and
+    their bytes in all; appends each one's (bytes, block name, declaration) to ``sizes``.
+
+    One pass with :func:`_elements`'s and :func:`_itemsize`'s common cases inline: it runs for
+    every tensor of every graph before its first run.
+    """
+    decls = {**block.shapes, **block.tensors} if block.shapes else block.tensors
+    elements: dict[str, int] = {}
+    total = 0
+    block_name, prod, itemsizes = block.name, math.prod, _ITEMSIZES
+    for name, decl in decls.items():
+        dims = decl.shape
+        count = prod(dims) if type(dims) is tuple and dims and min(dims) >= 0 else None
+        if type(count) is not int:  # (not a loaded graph's shape of Python ints >= 0)
+            count = _elements(decl)
+        elements[name] = count
+        itemsize = itemsizes.get(decl.dtype)
+        size = count * (itemsize if itemsize is not None else _itemsize(decl.dtype))
+        total += size
+        sizes.append((size, block_name, decl))
+    return elements, total
+
+
 def graph_memory(graph: Any) -> tuple[int, list[tuple[int, str, Any]]]:
     """Upper bound of the bytes a run of ``graph`` holds, and every tensor's size, largest first.
 
     >>> need, largest = graph_memory(tosa_verify.load("model.tosa"))   # doctest: +SKIP
     """
-    sizes: list[tuple[int, str, Any]] = []
-    need = _block_need(graph, graph.main, set(), {}, sizes)
-    sizes.sort(key=lambda s: -s[0])
+    need, sizes = _graph_need(graph)
+    sizes.sort(key=_largest_first)
     return need, sizes
+
+
+def _graph_need(graph: Any) -> tuple[int, list[tuple[int, str, Any]]]:
+    """:func:`graph_memory` with the tensors' sizes in declaration order (unsorted)."""
+    sizes: list[tuple[int, str, Any]] = []
+    return _block_need(graph, graph.main, set(), {}, sizes), sizes
+
+
+def _largest_first(size: tuple[int, str, Any]) -> int:
+    return -size[0]
 
 
 def cached_graph_memory(graph: Any) -> tuple[int, list[tuple[int, str, Any]]]:
@@ -314,17 +348,18 @@ def cached_graph_memory(graph: Any) -> tuple[int, list[tuple[int, str, Any]]]:
     True
     """
     memo = graph.__dict__.get("_memory")
-    if memo is None:
-        memo = graph.__dict__["_memory"] = graph_memory(graph)
+    if memo is None:  # (the sizes unsorted: check_need sorts them only to name the largest)
+        memo = graph.__dict__["_memory"] = _graph_need(graph)
     return memo
 
 
 def check_need(need: int, sizes: list[tuple[int, str, Any]]) -> int:
-    """Refuse a graph needing ``need`` bytes (tensor ``sizes`` as from :func:`graph_memory`) when
-    that is over the memory budget now in force; return ``need`` otherwise."""
+    """Refuse a graph needing ``need`` bytes (tensor ``sizes`` as from :func:`graph_memory`, in
+    any order) when that is over the memory budget now in force; return ``need`` otherwise."""
     budget, source = _memory_source()
     if need > budget:
-        shown = ", ".join(f"{d.name!r} {d.dtype}{list(d.shape)} {format_size(s)}" for s, _, d in sizes[:3])
+        largest = sorted(sizes, key=_largest_first)[:3]  # (stable: a sorted list stays as it is)
+        shown = ", ".join(f"{d.name!r} {d.dtype}{list(d.shape)} {format_size(s)}" for s, _, d in largest)
         raise TosaSizeError(
             f"graph needs about {format_size(need)} of memory for its tensors, over the memory budget of "
             f"{format_size(budget)} ({source}); largest tensors: {shown}"
