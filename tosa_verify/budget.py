@@ -37,8 +37,6 @@ import time
 import zipfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from itertools import chain, repeat
-from operator import attrgetter
 from pathlib import Path
 from typing import IO, Any
 
@@ -251,7 +249,6 @@ def _tensor_bytes(decl: Any) -> int:
 #: The attributes naming a sub-graph (COND_IF, WHILE_LOOP), in the order they are measured.
 _SUB_GRAPHS = ("then_graph", "else_graph", "cond_graph", "body_graph")
 _SUB_GRAPH_SET = frozenset(_SUB_GRAPHS)
-_OUTPUTS = attrgetter("outputs")
 
 
 def _block_need(graph: Any, block: Any, active: set[str], memo: dict[str, int],
@@ -267,13 +264,17 @@ def _block_need(graph: Any, block: Any, active: set[str], memo: dict[str, int],
         return memo[block.name]
     elements, total = _declared(block, sizes)
     active = active | {block.name}
-    ops = block.operators
-    # every operator's output copy (element counts are >= 0, so an undeclared output's 0
-    # changes no maximum) in one C-level pass; then what control flow adds on top
-    worst = 8 * max(map(elements.get, chain.from_iterable(map(_OUTPUTS, ops)), repeat(0)), default=0)
-    for op in [op for op in ops if type(op.attrs) is not dict or not _SUB_GRAPH_SET.isdisjoint(op.attrs)]:
-        extra = 8 * max(map(elements.get, op.outputs, repeat(0)), default=0)
+    worst = 0
+    for op in block.operators:
+        outputs = op.outputs
+        # (element counts are >= 0, so an undeclared output's 0 changes no maximum)
+        extra = 8 * (elements.get(outputs[0], 0) if len(outputs) == 1 else
+                     max((elements[n] for n in outputs if n in elements), default=0))
         attrs = op.attrs
+        if type(attrs) is dict and _SUB_GRAPH_SET.isdisjoint(attrs):  # no sub-graph: the common case
+            if extra > worst:
+                worst = extra
+            continue
         subs = []
         for attr in _SUB_GRAPHS:
             name = attrs.get(attr) if isinstance(attrs, Mapping) else None
