@@ -125,18 +125,21 @@ def _check_conv_geometry(
     n, *in_spatial, ic = in_shape
     oc, *kernel, wic = w_shape
     on, *out_spatial, ooc = out_shape
-    call.error_if(any(p < 0 for p in pad), "pad < 0")
-    call.error_if(any(s < 1 for s in stride), "stride < 1")
-    call.error_if(any(d < 1 for d in dilation), "dilation < 1")
-    call.error_if(on != n, "output batch != input batch")
-    call.error_if(wic != ic, "weight IC != input IC")
-    call.error_if(ooc != oc, "output OC != weight OC")
-    _level(
-        call,
-        [k * d for k, d in zip(kernel, dilation, strict=True)],
-        MAX_KERNEL,
-        "dilation * kernel",
-    )
+    # (each check an ``if`` in front of error_if: one call per failing check, not per check;
+    # min/max over the few entries read as the spec's any-of conditions)
+    if pad and min(pad) < 0:
+        call.error_if(True, "pad < 0")
+    if stride and min(stride) < 1:
+        call.error_if(True, "stride < 1")
+    if dilation and min(dilation) < 1:
+        call.error_if(True, "dilation < 1")
+    if on != n:
+        call.error_if(True, "output batch != input batch")
+    if wic != ic:
+        call.error_if(True, "weight IC != input IC")
+    if ooc != oc:
+        call.error_if(True, "output OC != weight OC")
+    _level(call, [k * d for k, d in zip(kernel, dilation, strict=True)], MAX_KERNEL, "dilation * kernel")
     _level(call, pad, MAX_KERNEL, "pad")
     _level(call, stride, MAX_STRIDE, "stride")
     names = ("D", "H", "W")[-spatial_rank:]
