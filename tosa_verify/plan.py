@@ -254,7 +254,7 @@ def build_plan(block: Block, graph: Graph | None = None) -> BlockPlan:
         step = _make_step(block, index, operator, decls, available, constants, runtime)
         entries.append(step)
         available.update(operator.outputs)
-        if step.error_before is None and step.error_after is None and all(n in foldable for n in step.inputs) \
+        if step.error_before is None and step.error_after is None and foldable.issuperset(step.inputs) \
                 and operator.op not in _NEVER_FOLD and operator.op not in IMPURE:
             values = _fold(step, constants, runtime)
             if values is not None:
@@ -331,7 +331,9 @@ def _make_step(block: Block, index: int, operator: Operator, decls: dict[str, Te
             index, operator, f"input tensor {unproduced[0]!r} is used before it is produced", unproduced[:1])
         return step
     for decl in output_decls:
-        dtype, shape = decl.dtype, tuple(decl.shape)
+        dtype, shape = decl.dtype, decl.shape
+        if type(shape) is not tuple:
+            shape = tuple(shape)
         step.outputs.append((decl.name, _working(dtype), shape))
         if dtype != "SHAPE" and shape and min(shape) < 1 and step.error_after is None:
             where = OpCall(index, operator, [], input_decls, output_decls)._where()
@@ -411,20 +413,15 @@ def _set_frees(block: Block, steps: list[Step], constants: dict[str, np.ndarray]
     """Give each step the tensors whose last use it is (block outputs are never freed, nor
     constants: the plan holds them for every run anyway, so dropping them frees nothing)."""
     keep = set(block.outputs) | constants.keys()
-    last: dict[str, int] = {}
-    for i, step in enumerate(steps):
-        for name in step.inputs:
-            last[name] = i
-        for name in step.operator.outputs:
-            last.setdefault(name, i)
-            if last[name] < i:
-                last[name] = i
+    # the last step using each tensor (as input or output; later steps overwrite earlier ones),
+    # in order of first use
+    last = {name: i for i, step in enumerate(steps) for name in (*step.inputs, *step.operator.outputs)}
     frees: dict[int, list[str]] = {}
     for name, i in last.items():
         if name not in keep:
             frees.setdefault(i, []).append(name)
-    for i, step in enumerate(steps):
-        step.free = tuple(frees.get(i, ()))
+    for i, names in frees.items():
+        steps[i].free = tuple(names)
 
 
 #: Graphs recently run from bytes, by those bytes (see :func:`cached_graph`).
