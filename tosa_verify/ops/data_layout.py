@@ -212,21 +212,25 @@ def _transpose_checks(call: OpCall) -> list[int]:
     check_rank(call, rank, 1, MAX_RANK, "input1")
     check_rank(call, len(out_shape), 1, MAX_RANK, "output")
     call.error_if(rank != len(out_shape), "rank(shape1) != rank(shape)")
-    call.error_if(
-        call.input_decls[0].size != int(np.prod(out_shape, dtype=np.int64)),
-        "tensor_size(shape1) != tensor_size(shape)",
-    )
+    out_size = math.prod(out_shape)
+    if not -(1 << 63) <= out_size < 1 << 63:  # (numpy's int64 product, as this check always was)
+        out_size = int(np.prod(out_shape, dtype=np.int64))
+    if call.input_decls[0].size != out_size:
+        call.error_if(True, "tensor_size(shape1) != tensor_size(shape)")
     perms = [int(p) for p in call.attrs.get("perms", [])]
     if len(perms) != rank:
         call.error_if(True, f"length(perms) = {len(perms)} != rank(shape1)")
     used = [False] * rank
-    for p in perms:
-        call.error_if(p >= rank, "index >= rank(shape1)")
-        call.error_if(p < 0, "index < 0")
-        call.error_if(used[p], "indexes_used[index] == true")
+    for p in perms:  # (each check an if in front of error_if: a call only for a failing one)
+        if p >= rank:
+            call.error_if(True, "index >= rank(shape1)")
+        if p < 0:
+            call.error_if(True, "index < 0")
+        if used[p]:
+            call.error_if(True, "indexes_used[index] == true")
         used[p] = True
-    for i in range(rank):
-        call.error_if(in_shape[perms[i]] != out_shape[i], "shape1[perms[i]] != shape[i]")
+    if [in_shape[p] for p in perms] != list(out_shape):
+        call.error_if(True, "shape1[perms[i]] != shape[i]")
     return perms
 
 

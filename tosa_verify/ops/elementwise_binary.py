@@ -398,21 +398,24 @@ def prepare_table(call: OpCall):
     if len(call.inputs) != 2 or call.inputs[1] is None:
         return None
     _table_checks(call)
-    tab = np.asarray(call.inputs[1]).astype(I64).reshape(-1)
     if call.in_dtype(0) == "INT8":
         # tab[x + 128] is by_bits[x's bit pattern as uint8]: one lookup, no conversions
-        by_bits = np.roll(tab.astype(np.int8), -128)
+        # (the table rolled by 128 entries: its upper half, then its lower half)
+        values = np.asarray(call.inputs[1]).reshape(-1).astype(np.int8)
+        by_bits = np.concatenate((values[128:], values[:128]))
         return lambda run: [by_bits[run.inputs[0].view(np.uint8)]]
+    tab = np.asarray(call.inputs[1]).astype(I64).reshape(-1)
     # int16: whether every slope fits int16 (then no lookup can break the REQUIRE)
     lo, hi = int_range("INT16")
-    slopes_fit = bool(np.all((np.diff(tab) >= lo) & (np.diff(tab) <= hi)))
+    slopes = np.diff(tab)
+    slopes_fit = bool(((slopes >= lo) & (slopes <= hi)).all())
     if not slopes_fit or _working(call) != np.int32:
         return lambda run: [_lookup(run, run.inputs[0], tab, slopes_fit)]
     # apply_lookup_s in int32, exactly: base << 7 is 23 bits, |slope * fraction| < 2**22.
     # (value + 32768) is the int16's bit pattern with the sign bit flipped; its low 7 bits
     # equal value & 0x7F (32768 is a multiple of 128).
     base7 = (tab[:512] << 7).astype(np.int32)
-    slope = np.diff(tab).astype(np.int32)
+    slope = slopes.astype(np.int32)
 
     def kernel(run: OpCall) -> list[np.ndarray]:
         biased = run.inputs[0].view(np.uint16) ^ np.uint16(0x8000)
