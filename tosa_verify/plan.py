@@ -87,7 +87,7 @@ class BlockPlan:
             if type(entry) is tuple:
                 index, operator, decl = entry
                 working = dtype_info(decl.dtype).working
-                entries[i] = Step(index, operator, _STOCK_CONST, [], [], [decl],
+                entries[i] = Step(index, operator, _STOCK_CONSTS[operator.op], [], [], [decl],
                                   [(decl.name, working, tuple(decl.shape))], folded=True)
         return entries
 
@@ -240,11 +240,12 @@ def build_plan(block: Block, graph: Graph | None = None) -> BlockPlan:
     available = set(constants) | inputs | {n for n, _ in variables}
     foldable = set(constants)  # names whose value is the same on every run
     entries: list = []
-    const_ok = REGISTRY.get("CONST") is _STOCK_CONST
+    stock = {op for op, fn in _STOCK_CONSTS.items() if fn is not None and REGISTRY.get(op) is fn}
     for index, operator in enumerate(block.operators):
-        if const_ok and operator.op == "CONST":
+        if operator.op in stock:
             decl = _const_decl(operator, decls)
-            if decl is not None:  # most operators of a lowered graph: skip the general machinery
+            # most operators of a lowered graph: skip the general machinery
+            if decl is not None and (decl.dtype == "SHAPE" or operator.op == "CONST"):
                 entries.append((index, operator, decl))
                 name = decl.name
                 available.add(name)
@@ -273,13 +274,15 @@ def build_plan(block: Block, graph: Graph | None = None) -> BlockPlan:
                      version=None if graph is None else graph.version)
 
 
-#: The stock CONST function: a CONST step is folded directly only while it is in the registry.
-_STOCK_CONST = REGISTRY.get("CONST")
+#: The stock CONST and CONST_SHAPE functions: such a step is folded directly (see
+#: :func:`_const_decl`) only while its op's function is in the registry.
+_STOCK_CONSTS = {op: REGISTRY.get(op) for op in ("CONST", "CONST_SHAPE")}
 
 
 def _const_decl(operator: Operator, decls: dict[str, Tensor]) -> Tensor | None:
-    """The output declaration of a well-formed CONST, whose step is folded (what
-    :func:`_make_step` and :func:`_fold` would make of it, without calling the op); else None."""
+    """The output declaration of a well-formed CONST (or CONST_SHAPE, when the declaration is a
+    SHAPE), whose step is folded (what :func:`_make_step` and :func:`_fold` would make of it,
+    without calling the op); else None."""
     outputs = operator.outputs
     if operator.inputs or len(outputs) != 1:
         return None
