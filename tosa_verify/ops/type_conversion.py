@@ -202,11 +202,17 @@ def _lookup_kernel(fast: tuple):
     # _fast_rescale's formula in fewer numpy calls: the input values are precomputed (masked
     # when unsigned), and (v - zp) * m + rounding == v * m + (rounding - zp * m), exact in int64
     # (the prepare bounded |v - zp| * m + |rounding| < 2**62, and |zp * m| < 2**40)
+    offset = rounding - input_zp * m
     table = _PATTERN_VALUES[bool(mask)] * m
-    table += rounding - input_zp * m
+    table += offset
     table >>= s
-    np.maximum(table, lo, out=table)
-    np.minimum(table, hi, out=table)
+    # the scaled value is non-decreasing in the input (m >= 0): a clip whose bound the extreme
+    # input values do not cross changes nothing, and is left out
+    lowest, highest = (0, 255) if mask else (-128, 127)
+    if (lowest * int(m) + int(offset)) >> int(s) < lo:
+        np.maximum(table, lo, out=table)
+    if (highest * int(m) + int(offset)) >> int(s) > hi:
+        np.minimum(table, hi, out=table)
     table = table.astype(working)  # entry i: the input whose bit pattern is i
 
     def lookup_kernel(run: OpCall) -> list[np.ndarray]:
@@ -383,7 +389,8 @@ def _setup(call: OpCall) -> tuple[tuple, list[int], list[int]]:
     Each check is an ``if`` in front of ``error_if`` (one call per failing check, not per check:
     a prepare runs this once per RESCALE of a graph, the most common operator of lowered ones).
     """
-    call.check_arity(5, 1)
+    if len(call.inputs) != 5 or len(call.output_decls) != 1:
+        call.check_arity(5, 1)
     decls = call.input_decls
     in_t, out_t = decls[0].dtype, call.output_decls[0].dtype
     if out_t not in _RESCALE_TYPES.get(in_t, ()):  # (messages formatted only for a failing check)
@@ -395,7 +402,8 @@ def _setup(call: OpCall) -> tuple[tuple, list[int], list[int]]:
     input_unsigned = bool(attrs.get("input_unsigned", False))
     output_unsigned = bool(attrs.get("output_unsigned", False))
     shape = tuple(decls[0].shape)
-    check_rank(call, len(shape), 0, MAX_RANK, "input")
+    if len(shape) > MAX_RANK:  # (check_rank: a rank is >= 0)
+        check_rank(call, len(shape), 0, MAX_RANK, "input")
     if tuple(call.output_decls[0].shape) != shape:
         call.error_if(True, "shape(output) != shape(input)")
     if rounding_mode not in ("SINGLE_ROUND", "INEXACT_ROUND", "DOUBLE_ROUND"):
@@ -424,8 +432,10 @@ def _setup(call: OpCall) -> tuple[tuple, list[int], list[int]]:
     # REQUIREs of apply_scale_32/16 on the scale factors actually used.
     if 0 not in shape:  # (an empty tensor uses none; shapes are checked to have nc entries)
         # (Python's min/max over the few channels: cheaper than numpy's reductions)
-        call.require(min(ms) >= 0, "multiplier >= 0")
-        call.require(2 <= min(ss) and max(ss) <= 62, "2 <= shift && shift <= 62")
+        if min(ms) < 0:
+            call.require(False, "multiplier >= 0")
+        if not (2 <= min(ss) and max(ss) <= 62):
+            call.require(False, "2 <= shift && shift <= 62")
     if per_channel:
         m, s = call.inputs[1].astype(np.int64).reshape(-1), call.inputs[2].astype(np.int64).reshape(-1)
         half = np.left_shift(np.int64(1), s - 1) if scale32 else None
