@@ -136,6 +136,8 @@ def prepare_rescale(call: OpCall):
     if len(call.inputs) != 5 or any(v is None for v in call.inputs[1:]):
         return None
     params, ms, ss = _setup(call)
+    if not ms:  # per channel, no channel (an empty tensor): the op function runs, nothing to prepare
+        return None
     # The float64 kernel pays off on large tensors only: on small ones numpy's fixed cost per
     # call dominates, and the int64 kernel makes fewer calls (and the prepare no float bounds).
     large = math.prod(call.input_decls[0].shape) > SMALL_RESCALE
@@ -162,7 +164,7 @@ def _rescale_kernel(params: tuple, ms: list[int], ss: list[int], large: bool):
             return [_fast_rescale(run.inputs[0], fast)]
 
         return finish(params, kernel)  # float64 where a bound proves it exact
-    window = _safe_inputs(params)
+    window = _safe_inputs(params, (ms, ss))
     if window is None:
         return finish(params, lambda run: [_rescale(run, run.inputs[0], params)])
     lo_x, hi_x, fast = window
@@ -237,17 +239,18 @@ def _fast_rescale(x: np.ndarray, fast: tuple) -> np.ndarray:
     return value.astype(working)
 
 
-def _safe_inputs(params: tuple):
+def _safe_inputs(params: tuple, lists: tuple[list[int], list[int]] | None = None):
     """(lo, hi, fast parameters) such that every input value in [lo, hi] passes RESCALE's data
     REQUIREs and the int64 arithmetic of :func:`_fast_rescale` is exact; None when the common
     case does not apply (unsigned, double rounding with a shift > 31) or no such value exists.
 
     Per channel, the scaled value ``(v * m + round) >> s`` is monotonic in ``v``, so each REQUIRE
-    bounds ``v`` from below and above; the window is the intersection over channels.
+    bounds ``v`` from below and above; the window is the intersection over channels. ``lists``:
+    as for :func:`_proven_in_range`.
     """
     (in_t, out_t, scale32, rounding_mode, input_unsigned, output_unsigned, input_zp, output_zp,
      m, s, bounds) = params
-    ms, ss = _channels(m), _channels(s)
+    ms, ss = (_channels(m), _channels(s)) if lists is None else lists
     if input_unsigned or output_unsigned or (rounding_mode == "DOUBLE_ROUND" and max(ss) > 31):
         return None
     lo32, hi32 = _INT32_RANGE
@@ -271,7 +274,7 @@ def _safe_inputs(params: tuple):
         hi_v = min(hi_v, (((r_hi + 1) << sc) - half - 1) // mc)
     if lo_v > hi_v:
         return None
-    fast = _proven_in_range(params, (lo_v + input_zp, hi_v + input_zp))
+    fast = _proven_in_range(params, (lo_v + input_zp, hi_v + input_zp), (ms, ss))
     return None if fast is None else (lo_v + input_zp, hi_v + input_zp, fast)
 
 
@@ -285,12 +288,20 @@ def _largest_multipliers(m, s, ms: list[int], ss: list[int]) -> list[tuple[int, 
     """
     if len(ms) == 1 or min(ms) < 0 or max(ms) >= 1 << 31 or min(ss) < 2 or max(ss) > 62:
         return list(zip(ss, ms, strict=True))  # (an empty tensor's unchecked scales: each channel)
-    # 0 <= m < 2**31 and 2 <= s <= 62: one sortable int64 key per channel, the largest m
-    # last among the channels of each shift
-    keys = np.unique((np.asarray(s, np.int64) << 32) | np.asarray(m, np.int64))
-    shifts = keys >> 32
-    last = np.append(shifts[1:] != shifts[:-1], True)
-    return list(zip(shifts[last].tolist(), (keys[last] & 0xFFFFFFFF).tolist(), strict=True))
+    return [(shift, high) for shift, _, high in _by_shift(ms, ss)]
+
+
+def _by_shift(ms: list[int], ss: list[int]) -> list[tuple[int, int, int]]:
+    """(shift, smallest multiplier, largest multiplier) of the channels of each distinct shift,
+    by shift (a RESCALE's channels have one or two shifts: one C-level pass per shift).
+
+    >>> _by_shift([3, 9, 4, 1], [30, 30, 31, 30])
+    [(30, 1, 9), (31, 4, 4)]
+    """
+    if min(ss) == max(ss):
+        return [(ss[0], min(ms), max(ms))]
+    groups = [[m for m, shift in zip(ms, ss, strict=True) if shift == s] for s in sorted(set(ss))]
+    return [(s, min(g), max(g)) for s, g in zip(sorted(set(ss)), groups, strict=True)]
 
 
 def _channels(value) -> list[int]:
@@ -315,6 +326,8 @@ def _proven_in_range(params: tuple, data: tuple[int, int] | None = None,
     ms, ss = (_channels(m), _channels(s)) if lists is None else lists
     if output_unsigned or (rounding_mode == "DOUBLE_ROUND" and max(ss) > 31):
         return None
+    if min(ss) < 1:  # (an empty tensor's unchecked shifts: no proof, the general kernel runs)
+        return None
     lo_in, hi_in = _int_range(in_t, input_unsigned) if data is None else data
     vmin, vmax = lo_in - input_zp, hi_in - input_zp
     # every int64 intermediate of the kernel below, bounded
@@ -323,17 +336,13 @@ def _proven_in_range(params: tuple, data: tuple[int, int] | None = None,
     lo32, hi32 = _INT32_RANGE
     if scale32 and not (-(1 << (min(ss) - 1)) <= vmin and vmax < (1 << (min(ss) - 1))):
         return None
-    # per channel, exact in int64 after the bound above (vectorised: per-channel RESCALEs have
-    # one channel per output channel; one channel in Python integers, cheaper than numpy's calls)
-    if len(ms) > 1:
-        mc, sc = np.asarray(m, np.int64), np.asarray(s, np.int64)  # (int64 arrays already)
-        rounding_c = np.int64(1) << (sc - 1)
+    # per channel, exact in int64 after the bound above (in Python's integers: for a given v and
+    # shift, (v * m + round) >> s is monotonic in m, so over the channels of one shift its
+    # extremes are at the smallest and largest multiplier)
+    extremes = _by_shift(ms, ss) if len(ms) > 1 else [(ss[0], ms[0], ms[0])]
     for v in (vmin, vmax):
-        if len(ms) == 1:
-            low = high = (v * ms[0] + (1 << (ss[0] - 1))) >> ss[0]
-        else:
-            r = (np.int64(v) * mc + rounding_c) >> sc
-            low, high = int(r.min()), int(r.max())
+        scaled = [(v * mc + (1 << (sc - 1))) >> sc for sc, low_m, high_m in extremes for mc in (low_m, high_m)]
+        low, high = min(scaled), max(scaled)
         if not (lo32 <= low and high <= hi32 and lo32 <= low + output_zp and high + output_zp <= hi32):
             return None
     # (v * m + round) >> s, then + output_zp: folded into the rounding term, exact because the
