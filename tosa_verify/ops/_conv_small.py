@@ -84,6 +84,15 @@ def windows(kernel, stride, dilation, pad, in_hw: tuple[int, int], out_hw: tuple
     if top <= 0 and left <= 0 and (oh - 1) * sy + (kh - 1) * dy - top < ih and (ow - 1) * sx + (kw - 1) * dx - left < iw \
             and min(sy, sx, dy, dx, iw) > 0:
         return _unpadded_windows(kh, kw, oh, ow, iw, top, left, sy, sx, dy, dx)
+    bottom, right = pad[1], pad[3]
+    hp, wp = ih + top + bottom, iw + left + right
+    if min(top, bottom, left, right) >= 0 and min(sy, sx, dy, dx) > 0 and (oh - 1) * sy + (kh - 1) * dy < hp \
+            and (ow - 1) * sx + (kw - 1) * dx < wp:
+        # every window inside the padded image: its windows there, each padded position mapped
+        # to ih * iw and each input position to its own
+        remap = np.full((hp, wp), ih * iw)
+        remap[top:top + ih, left:left + iw] = np.arange(ih * iw).reshape(ih, iw)
+        return remap.reshape(-1)[_unpadded_windows(kh, kw, oh, ow, wp, 0, 0, sy, sx, dy, dx)]
     iy = (np.arange(oh) * sy - top)[:, None, None, None] + (np.arange(kh) * dy)[None, None, :, None]
     ix = (np.arange(ow) * sx - left)[None, :, None, None] + (np.arange(kw) * dx)[None, None, None, :]
     inside = (iy >= 0) & (iy < ih) & (ix >= 0) & (ix < iw)
