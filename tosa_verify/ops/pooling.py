@@ -183,9 +183,11 @@ def _avg_pool_params(call: OpCall, window: tuple[list[int], list[int], list[int]
         "count": count,
     }
     if not _is_float(dt):
-        scales = {int(k): reciprocal_scale(int(k)) for k in np.unique(count)}
-        p["multiplier"] = np.vectorize(lambda k: scales[int(k)][0], otypes=[INT64])(count)
-        p["shift"] = np.vectorize(lambda k: scales[int(k)][1], otypes=[INT64])(count)
+        values = np.unique(count)  # the distinct window counts, sorted
+        scales = [reciprocal_scale(k) for k in values.tolist()]
+        at = np.searchsorted(values, count)  # each window's count among them
+        p["multiplier"] = np.array([m for m, _ in scales], INT64)[at]
+        p["shift"] = np.array([shift for _, shift in scales], INT64)[at]
     return p
 
 
