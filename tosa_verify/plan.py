@@ -247,9 +247,12 @@ def build_plan(block: Block, graph: Graph | None = None) -> BlockPlan:
             # most operators of a lowered graph: skip the general machinery
             if decl is not None and (decl.dtype == "SHAPE" or operator.op == "CONST"):
                 entries.append((index, operator, decl))
-                name = decl.name
+                name, value = decl.name, decl.data
+                if value.flags.writeable:  # (as _fold leaves it: shared by every run, read-only)
+                    value = value.view()
+                    value.flags.writeable = False
                 available.add(name)
-                constants[name] = decl.data
+                constants[name] = value
                 foldable.add(name)
                 continue
         step = _make_step(block, index, operator, decls, available, constants, runtime)
@@ -288,7 +291,7 @@ def _const_decl(operator: Operator, decls: dict[str, Tensor]) -> Tensor | None:
         return None
     decl = decls.get(outputs[0])
     data = None if decl is None else decl.data
-    if data is None or data.flags.writeable:
+    if data is None:
         return None
     dtype = decl.dtype
     working = _working(dtype)
