@@ -8,6 +8,7 @@ once, to nearest even, straight from float64 (which holds every TOSA input value
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -155,7 +156,8 @@ def prepare_rescale(call: OpCall):
 def _rescale_kernel(params: tuple, ms: list[int], ss: list[int], large: bool):
     """The kernel of a prepared RESCALE (see :func:`prepare_rescale`)."""
     finish = fast_rescale if large else _unchanged
-    fast = _proven_in_range(params, lists=(ms, ss))
+    lists = _Channels(ms, ss, _by_shift(ms, ss))
+    fast = _proven_in_range(params, lists=lists)
     if fast is not None:
         if not large and params[0] == "INT8" and not _ndim(params[8]):
             return _lookup_kernel(fast)
@@ -164,7 +166,7 @@ def _rescale_kernel(params: tuple, ms: list[int], ss: list[int], large: bool):
             return [_fast_rescale(run.inputs[0], fast)]
 
         return finish(params, kernel)  # float64 where a bound proves it exact
-    window = _safe_inputs(params, (ms, ss))
+    window = _safe_inputs(params, lists)
     if window is None:
         return finish(params, lambda run: [_rescale(run, run.inputs[0], params)])
     lo_x, hi_x, fast = window
@@ -239,7 +241,23 @@ def _fast_rescale(x: np.ndarray, fast: tuple) -> np.ndarray:
     return value.astype(working)
 
 
-def _safe_inputs(params: tuple, lists: tuple[list[int], list[int]] | None = None):
+class _Channels(NamedTuple):
+    """A RESCALE's multipliers and shifts as lists of ints, and :func:`_by_shift` of them."""
+
+    ms: list[int]
+    ss: list[int]
+    by_shift: list[tuple[int, int, int]]
+
+
+def _channel_lists(m, s, lists: _Channels | None) -> _Channels:
+    """``lists``, or the setup's multiplier ``m`` and shift ``s`` as :class:`_Channels`."""
+    if lists is not None:
+        return lists
+    ms, ss = _channels(m), _channels(s)
+    return _Channels(ms, ss, _by_shift(ms, ss))
+
+
+def _safe_inputs(params: tuple, lists: _Channels | None = None):
     """(lo, hi, fast parameters) such that every input value in [lo, hi] passes RESCALE's data
     REQUIREs and the int64 arithmetic of :func:`_fast_rescale` is exact; None when the common
     case does not apply (unsigned, double rounding with a shift > 31) or no such value exists.
@@ -250,7 +268,7 @@ def _safe_inputs(params: tuple, lists: tuple[list[int], list[int]] | None = None
     """
     (in_t, out_t, scale32, rounding_mode, input_unsigned, output_unsigned, input_zp, output_zp,
      m, s, bounds) = params
-    ms, ss = (_channels(m), _channels(s)) if lists is None else lists
+    ms, ss, by_shift = lists = _channel_lists(m, s, lists)
     if input_unsigned or output_unsigned or (rounding_mode == "DOUBLE_ROUND" and max(ss) > 31):
         return None
     lo32, hi32 = _INT32_RANGE
@@ -262,7 +280,7 @@ def _safe_inputs(params: tuple, lists: tuple[list[int], list[int]] | None = None
     lo_v, hi_v = max(lo_v, -limit), min(hi_v, limit)
     if 0 in ms and not r_lo <= 0 <= r_hi:  # a zero multiplier scales every value to 0
         return None
-    for sc, mc in _largest_multipliers(m, s, ms, ss):
+    for sc, mc in _largest_multipliers(ms, ss, by_shift):
         half = 1 << (sc - 1)
         if scale32:
             lo_v, hi_v = max(lo_v, -half), min(hi_v, half - 1)
@@ -274,21 +292,21 @@ def _safe_inputs(params: tuple, lists: tuple[list[int], list[int]] | None = None
         hi_v = min(hi_v, (((r_hi + 1) << sc) - half - 1) // mc)
     if lo_v > hi_v:
         return None
-    fast = _proven_in_range(params, (lo_v + input_zp, hi_v + input_zp), (ms, ss))
+    fast = _proven_in_range(params, (lo_v + input_zp, hi_v + input_zp), lists)
     return None if fast is None else (lo_v + input_zp, hi_v + input_zp, fast)
 
 
-def _largest_multipliers(m, s, ms: list[int], ss: list[int]) -> list[tuple[int, int]]:
+def _largest_multipliers(ms: list[int], ss: list[int], by_shift: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
     """(shift, largest multiplier with that shift) for each distinct shift of the channels
-    (``m``, ``s``: the setup's multiplier and shift; ``ms``, ``ss``: the same as lists).
+    (multipliers ``ms``, shifts ``ss``, ``by_shift`` of them from :func:`_by_shift`).
 
-    >>> m, s = np.array([3, 9, 4]), np.array([30, 30, 31])
-    >>> _largest_multipliers(m, s, m.tolist(), s.tolist())
+    >>> ms, ss = [3, 9, 4], [30, 30, 31]
+    >>> _largest_multipliers(ms, ss, _by_shift(ms, ss))
     [(30, 9), (31, 4)]
     """
     if len(ms) == 1 or min(ms) < 0 or max(ms) >= 1 << 31 or min(ss) < 2 or max(ss) > 62:
         return list(zip(ss, ms, strict=True))  # (an empty tensor's unchecked scales: each channel)
-    return [(shift, high) for shift, _, high in _by_shift(ms, ss)]
+    return [(shift, high) for shift, _, high in by_shift]
 
 
 def _by_shift(ms: list[int], ss: list[int]) -> list[tuple[int, int, int]]:
@@ -310,7 +328,7 @@ def _channels(value) -> list[int]:
 
 
 def _proven_in_range(params: tuple, data: tuple[int, int] | None = None,
-                     lists: tuple[list[int], list[int]] | None = None):
+                     lists: _Channels | None = None):
     """Parameters of a RESCALE whose data REQUIREs hold for *every* input value (or every value
     in ``data``, an inclusive range of the input), else None.
 
@@ -319,11 +337,11 @@ def _proven_in_range(params: tuple, data: tuple[int, int] | None = None,
     results within int32), no input can fail them, and a run skips the checks. Kept to the
     common case: signed output, single rounding (or double rounding with every shift <= 31,
     where it is the same), no int64 overflow in the product. ``lists``: the multipliers and
-    shifts as lists (from :func:`_setup`), else taken from ``params``.
+    shifts as :class:`_Channels`, else taken from ``params``.
     """
     (in_t, out_t, scale32, rounding_mode, input_unsigned, output_unsigned, input_zp, output_zp,
      m, s, bounds) = params
-    ms, ss = (_channels(m), _channels(s)) if lists is None else lists
+    ms, ss, by_shift = _channel_lists(m, s, lists)
     if output_unsigned or (rounding_mode == "DOUBLE_ROUND" and max(ss) > 31):
         return None
     if min(ss) < 1:  # (an empty tensor's unchecked shifts: no proof, the general kernel runs)
@@ -339,7 +357,7 @@ def _proven_in_range(params: tuple, data: tuple[int, int] | None = None,
     # per channel, exact in int64 after the bound above (in Python's integers: for a given v and
     # shift, (v * m + round) >> s is monotonic in m, so over the channels of one shift its
     # extremes are at the smallest and largest multiplier)
-    extremes = _by_shift(ms, ss) if len(ms) > 1 else [(ss[0], ms[0], ms[0])]
+    extremes = by_shift if len(ms) > 1 else [(ss[0], ms[0], ms[0])]
     for v in (vmin, vmax):
         scaled = [(v * mc + (1 << (sc - 1))) >> sc for sc, low_m, high_m in extremes for mc in (low_m, high_m)]
         low, high = min(scaled), max(scaled)
