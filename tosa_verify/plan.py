@@ -363,7 +363,7 @@ def _prepared(step: Step, prepare, constants: dict[str, np.ndarray], runtime: _P
     declarations, attributes and those constants; a failed check makes it decline, so the op
     function reports that error at run time, in order.
     """
-    values = [constants.get(n) for n in step.inputs]
+    values = list(map(constants.get, step.inputs))
     key = _share_key(step, values) if step.operator.op in SHARED_PREPARE else None
     kernel = runtime.kernels.get(key) if key is not None else None
     if kernel is not None:
