@@ -221,7 +221,12 @@ class OpCall:
         the spec's "supported data types" table does for the op. Returns the matching signature.
         """
         sig = tuple(t.dtype for t in (*self.input_decls, *self.output_decls))
+        n_sig = len(sig)
         for entry in allowed:
+            if len(entry) == n_sig:  # (the common case: one dtype per operand, compared at once)
+                if (entry if type(entry) is tuple else tuple(entry)) == sig:
+                    return entry
+                continue
             n_in = len(entry) - len(self.output_decls)
             if n_in < 0:
                 continue
