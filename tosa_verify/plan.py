@@ -36,7 +36,7 @@ from .budget import cached_graph_memory, check_need
 from .dtypes import dtype_info
 from .errors import TosaError, TosaUnsupportedError, TosaValidationError
 from .graph import Block, Graph, Operator, Tensor, load
-from .ops.registry import IMPURE, REGISTRY, SHARED_PREPARE, OpCall, prepare_for
+from .ops.registry import IMPURE, REGISTRY, OpCall, prepare_for
 
 #: Operators a plan never folds even with constant inputs: they read or write run state
 #: (variables, the running interpreter) or call sub-blocks. Op modules add theirs to
@@ -135,8 +135,9 @@ def plan_for(block: Block, graph: Graph | None = None) -> BlockPlan:
 class _PlanRuntime:
     """The ``call.runtime`` a prepare or fold sees while a plan is built: only the graph, whose
     version :func:`tosa_verify.ops._version.is_tosa_11` reads (no run state: ops that need it are
-    never prepared or folded); and, for the plan itself, the kernels prepared so far by signature
-    (see :func:`_share_key`)."""
+    never prepared or folded); and the kernels prepares share within the plan, by a key each
+    prepare makes from its own parameters (RESCALE's, see
+    :func:`tosa_verify.ops.type_conversion.prepare_rescale`)."""
 
     __slots__ = ("graph", "kernels")
 
@@ -364,31 +365,11 @@ def _prepared(step: Step, prepare, constants: dict[str, np.ndarray], runtime: _P
     function reports that error at run time, in order.
     """
     values = list(map(constants.get, step.inputs))
-    key = _share_key(step, values) if step.operator.op in SHARED_PREPARE else None
-    kernel = runtime.kernels.get(key) if key is not None else None
-    if kernel is not None:
-        return kernel
     call = OpCall(step.index, step.operator, values, step.input_decls, step.output_decls, runtime)
     try:
-        kernel = prepare(call)
+        return prepare(call)
     except TosaError:
         return None
-    if key is not None and kernel is not None:
-        runtime.kernels[key] = kernel
-    return kernel
-
-
-def _share_key(step: Step, values: list[np.ndarray | None]) -> tuple | None:
-    """What a :data:`~tosa_verify.ops.registry.SHARED_PREPARE` op's kernel depends on: op,
-    attributes, declared types and shapes, constant input values (None: a value not hashable)."""
-    try:
-        attrs = tuple(sorted((k, repr(v)) for k, v in step.operator.attrs.items()))
-        consts = tuple(None if v is None else (v.dtype.str, v.shape, v.tobytes()) for v in values)
-    except (AttributeError, TypeError):
-        return None
-    return (step.operator.op, attrs, consts,
-            *((d.dtype, tuple(d.shape)) for d in step.input_decls),
-            None, *((d.dtype, tuple(d.shape)) for d in step.output_decls))
 
 
 def _fold(step: Step, constants: dict[str, np.ndarray],

@@ -29,11 +29,6 @@ PREPARE: dict[str, Callable[[OpCall], OpFunction | None]] = {}
 #: (they read or change run state); see :mod:`tosa_verify.plan`.
 IMPURE: set[str] = set()
 
-#: Ops whose prepared kernel depends only on the operator's signature (attributes, declared
-#: types and shapes, constant input values), never on the prepare-time call (errors are raised
-#: through the run's call): a plan prepares one kernel for all operators of one signature.
-SHARED_PREPARE: set[str] = set()
-
 
 def register(
     *op_names: str,
