@@ -156,7 +156,7 @@ def prepare_rescale(call: OpCall):
 def _rescale_kernel(params: tuple, ms: list[int], ss: list[int], large: bool):
     """The kernel of a prepared RESCALE (see :func:`prepare_rescale`)."""
     finish = fast_rescale if large else _unchanged
-    lists = _Channels(ms, ss, _by_shift(ms, ss))
+    lists = _make_channels(ms, ss)
     fast = _proven_in_range(params, lists=lists)
     if fast is not None:
         if not large and params[0] == "INT8" and not _ndim(params[8]):
@@ -242,19 +242,34 @@ def _fast_rescale(x: np.ndarray, fast: tuple) -> np.ndarray:
 
 
 class _Channels(NamedTuple):
-    """A RESCALE's multipliers and shifts as lists of ints, and :func:`_by_shift` of them."""
+    """A RESCALE's multipliers and shifts as lists of ints, :func:`_by_shift` of them, and their
+    extremes (each taken once: the proofs below read them several times, and a per-channel
+    RESCALE has up to hundreds of channels)."""
 
     ms: list[int]
     ss: list[int]
     by_shift: list[tuple[int, int, int]]
+    m_lo: int
+    m_hi: int
+    s_lo: int
+    s_hi: int
+
+
+def _make_channels(ms: list[int], ss: list[int]) -> _Channels:
+    """:class:`_Channels` of multipliers ``ms`` and shifts ``ss`` (at least one channel).
+
+    >>> _make_channels([3, 9, 4], [30, 30, 31]).by_shift
+    [(30, 3, 9), (31, 4, 4)]
+    """
+    m_lo, m_hi, s_lo, s_hi = min(ms), max(ms), min(ss), max(ss)
+    return _Channels(ms, ss, _by_shift(ms, ss, m_lo, m_hi, s_lo, s_hi), m_lo, m_hi, s_lo, s_hi)
 
 
 def _channel_lists(m, s, lists: _Channels | None) -> _Channels:
     """``lists``, or the setup's multiplier ``m`` and shift ``s`` as :class:`_Channels`."""
     if lists is not None:
         return lists
-    ms, ss = _channels(m), _channels(s)
-    return _Channels(ms, ss, _by_shift(ms, ss))
+    return _make_channels(_channels(m), _channels(s))
 
 
 def _safe_inputs(params: tuple, lists: _Channels | None = None):
@@ -268,19 +283,20 @@ def _safe_inputs(params: tuple, lists: _Channels | None = None):
     """
     (in_t, out_t, scale32, rounding_mode, input_unsigned, output_unsigned, input_zp, output_zp,
      m, s, bounds) = params
-    ms, ss, by_shift = lists = _channel_lists(m, s, lists)
-    if input_unsigned or output_unsigned or (rounding_mode == "DOUBLE_ROUND" and max(ss) > 31):
+    lists = _channel_lists(m, s, lists)
+    ms, s_hi = lists.ms, lists.s_hi
+    if input_unsigned or output_unsigned or (rounding_mode == "DOUBLE_ROUND" and s_hi > 31):
         return None
     lo32, hi32 = _INT32_RANGE
     # results and results + output_zp within int32
     r_lo, r_hi = max(lo32, lo32 - output_zp), min(hi32, hi32 - output_zp)
     lo_v, hi_v = int_range(in_t)
     lo_v, hi_v = lo_v - input_zp, hi_v - input_zp
-    limit = ((1 << 62) - ((abs(output_zp) + 1) << max(ss))) // max(max(ms), 1)  # int64 headroom
+    limit = ((1 << 62) - ((abs(output_zp) + 1) << s_hi)) // max(lists.m_hi, 1)  # int64 headroom
     lo_v, hi_v = max(lo_v, -limit), min(hi_v, limit)
     if 0 in ms and not r_lo <= 0 <= r_hi:  # a zero multiplier scales every value to 0
         return None
-    for sc, mc in _largest_multipliers(ms, ss, by_shift):
+    for sc, mc in _largest_multipliers(lists):
         half = 1 << (sc - 1)
         if scale32:
             lo_v, hi_v = max(lo_v, -half), min(hi_v, half - 1)
@@ -296,28 +312,29 @@ def _safe_inputs(params: tuple, lists: _Channels | None = None):
     return None if fast is None else (lo_v + input_zp, hi_v + input_zp, fast)
 
 
-def _largest_multipliers(ms: list[int], ss: list[int], by_shift: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
-    """(shift, largest multiplier with that shift) for each distinct shift of the channels
-    (multipliers ``ms``, shifts ``ss``, ``by_shift`` of them from :func:`_by_shift`).
+def _largest_multipliers(lists: _Channels) -> list[tuple[int, int]]:
+    """(shift, largest multiplier with that shift) for each distinct shift of the channels.
 
-    >>> ms, ss = [3, 9, 4], [30, 30, 31]
-    >>> _largest_multipliers(ms, ss, _by_shift(ms, ss))
+    >>> _largest_multipliers(_make_channels([3, 9, 4], [30, 30, 31]))
     [(30, 9), (31, 4)]
     """
-    if len(ms) == 1 or min(ms) < 0 or max(ms) >= 1 << 31 or min(ss) < 2 or max(ss) > 62:
+    ms, ss = lists.ms, lists.ss
+    if len(ms) == 1 or lists.m_lo < 0 or lists.m_hi >= 1 << 31 or lists.s_lo < 2 or lists.s_hi > 62:
         return list(zip(ss, ms, strict=True))  # (an empty tensor's unchecked scales: each channel)
-    return [(shift, high) for shift, _, high in by_shift]
+    return [(shift, high) for shift, _, high in lists.by_shift]
 
 
-def _by_shift(ms: list[int], ss: list[int]) -> list[tuple[int, int, int]]:
+def _by_shift(ms: list[int], ss: list[int], m_lo: int, m_hi: int, s_lo: int,
+              s_hi: int) -> list[tuple[int, int, int]]:
     """(shift, smallest multiplier, largest multiplier) of the channels of each distinct shift,
-    by shift (a RESCALE's channels have one or two shifts: one C-level pass per shift).
+    by shift (a RESCALE's channels have one or two shifts: one C-level pass per shift);
+    ``m_lo``..``s_hi``: the extremes of ``ms`` and ``ss``.
 
-    >>> _by_shift([3, 9, 4, 1], [30, 30, 31, 30])
+    >>> _by_shift([3, 9, 4, 1], [30, 30, 31, 30], 1, 9, 30, 31)
     [(30, 1, 9), (31, 4, 4)]
     """
-    if min(ss) == max(ss):
-        return [(ss[0], min(ms), max(ms))]
+    if s_lo == s_hi:
+        return [(s_lo, m_lo, m_hi)]
     groups = [[m for m, shift in zip(ms, ss, strict=True) if shift == s] for s in sorted(set(ss))]
     return [(s, min(g), max(g)) for s, g in zip(sorted(set(ss)), groups, strict=True)]
 
@@ -341,18 +358,18 @@ def _proven_in_range(params: tuple, data: tuple[int, int] | None = None,
     """
     (in_t, out_t, scale32, rounding_mode, input_unsigned, output_unsigned, input_zp, output_zp,
      m, s, bounds) = params
-    ms, ss, by_shift = _channel_lists(m, s, lists)
-    if output_unsigned or (rounding_mode == "DOUBLE_ROUND" and max(ss) > 31):
+    ms, ss, by_shift, _, m_hi, s_lo, s_hi = _channel_lists(m, s, lists)
+    if output_unsigned or (rounding_mode == "DOUBLE_ROUND" and s_hi > 31):
         return None
-    if min(ss) < 1:  # (an empty tensor's unchecked shifts: no proof, the general kernel runs)
+    if s_lo < 1:  # (an empty tensor's unchecked shifts: no proof, the general kernel runs)
         return None
     lo_in, hi_in = _int_range(in_t, input_unsigned) if data is None else data
     vmin, vmax = lo_in - input_zp, hi_in - input_zp
     # every int64 intermediate of the kernel below, bounded
-    if max(abs(vmin), abs(vmax)) * max(ms) + (abs(output_zp) + 1 << max(ss)) >= 1 << 62:
+    if max(abs(vmin), abs(vmax)) * m_hi + (abs(output_zp) + 1 << s_hi) >= 1 << 62:
         return None
     lo32, hi32 = _INT32_RANGE
-    if scale32 and not (-(1 << (min(ss) - 1)) <= vmin and vmax < (1 << (min(ss) - 1))):
+    if scale32 and not (-(1 << (s_lo - 1)) <= vmin and vmax < (1 << (s_lo - 1))):
         return None
     # per channel, exact in int64 after the bound above (in Python's integers: for a given v and
     # shift, (v * m + round) >> s is monotonic in m, so over the channels of one shift its
