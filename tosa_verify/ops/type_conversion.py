@@ -385,10 +385,14 @@ def _proven_in_range(params: tuple, data: tuple[int, int] | None = None,
     if len(ms) == 1 and not _ndim(s):  # per tensor: the same integers, from Python's (exact) ones
         shift, mult = s, m
         rounding = np.int64((1 << (ss[0] - 1)) + (output_zp << ss[0]))  # |.| < 2**62 (bounded above)
-    else:
+    elif len(by_shift) == 1:  # per channel, one shift: as a scalar it broadcasts to the same values
+        mult = m if not _ndim(m) else np.asarray(m, np.int64)
+        shift, rounding = np.int64(s_lo), np.int64((1 << (s_lo - 1)) + (output_zp << s_lo))
+    else:  # per channel: each shift's rounding term, looked up by shift (few distinct shifts)
         shift = s if not _ndim(s) else np.asarray(s, np.int64)
         mult = m if not _ndim(m) else np.asarray(m, np.int64)
-        rounding = (np.int64(1) << (shift - 1)) + (np.int64(output_zp) << shift)
+        terms = np.array([(1 << (x - 1)) + (output_zp << x) for x in range(s_lo, s_hi + 1)], np.int64)
+        rounding = terms[shift - s_lo]
     mask = (1 << dtype_info(in_t).bits) - 1 if input_unsigned else 0
     return (mult, shift, rounding, input_zp, mask, *_output_clip(out_t))
 
