@@ -136,7 +136,7 @@ def prepare_rescale(call: OpCall):
     """
     if len(call.inputs) != 5 or any(v is None for v in call.inputs[1:]):
         return None
-    params, ms, ss = _setup(call)
+    params, ms, ss, extremes = _setup(call)
     if not ms:  # per channel, no channel (an empty tensor): the op function runs, nothing to prepare
         return None
     # The float64 kernel pays off on large tensors only: on small ones numpy's fixed cost per
@@ -144,19 +144,21 @@ def prepare_rescale(call: OpCall):
     large = math.prod(call.input_decls[0].shape) > SMALL_RESCALE
     kernels = getattr(call.runtime, "kernels", None)
     if kernels is None:
-        return _rescale_kernel(params, ms, ss, large)
+        return _rescale_kernel(params, ms, ss, large, extremes)
     # (params[8]: a per-channel multiplier is an array, even of one channel: not the same kernel)
     key = ("RESCALE", *params[:8], _ndim(params[8]), tuple(ms), tuple(ss), large)
     kernel = kernels.get(key)
     if kernel is None:
-        kernel = kernels[key] = _rescale_kernel(params, ms, ss, large)
+        kernel = kernels[key] = _rescale_kernel(params, ms, ss, large, extremes)
     return kernel
 
 
-def _rescale_kernel(params: tuple, ms: list[int], ss: list[int], large: bool):
-    """The kernel of a prepared RESCALE (see :func:`prepare_rescale`)."""
+def _rescale_kernel(params: tuple, ms: list[int], ss: list[int], large: bool,
+                    extremes: tuple[int, int, int, int] | None):
+    """The kernel of a prepared RESCALE (see :func:`prepare_rescale`); ``extremes``: as
+    :func:`_setup` returns them."""
     finish = fast_rescale if large else _unchanged
-    lists = _make_channels(ms, ss)
+    lists = _make_channels(ms, ss, extremes)
     fast = _proven_in_range(params, lists=lists)
     if fast is not None:
         if not large and params[0] == "INT8" and not _ndim(params[8]):
@@ -255,13 +257,14 @@ class _Channels(NamedTuple):
     s_hi: int
 
 
-def _make_channels(ms: list[int], ss: list[int]) -> _Channels:
-    """:class:`_Channels` of multipliers ``ms`` and shifts ``ss`` (at least one channel).
+def _make_channels(ms: list[int], ss: list[int], extremes: tuple[int, int, int, int] | None = None) -> _Channels:
+    """:class:`_Channels` of multipliers ``ms`` and shifts ``ss`` (at least one channel);
+    ``extremes``: their (min, max, min, max) if known.
 
     >>> _make_channels([3, 9, 4], [30, 30, 31]).by_shift
     [(30, 3, 9), (31, 4, 4)]
     """
-    m_lo, m_hi, s_lo, s_hi = min(ms), max(ms), min(ss), max(ss)
+    m_lo, m_hi, s_lo, s_hi = extremes or (min(ms), max(ms), min(ss), max(ss))
     return _Channels(ms, ss, _by_shift(ms, ss, m_lo, m_hi, s_lo, s_hi), m_lo, m_hi, s_lo, s_hi)
 
 
@@ -431,8 +434,10 @@ def _rescale_setup(call: OpCall) -> tuple:
     return _setup(call)[0]
 
 
-def _setup(call: OpCall) -> tuple[tuple, list[int], list[int]]:
-    """:func:`_rescale_setup`'s parameters, and the multipliers and shifts as lists of ints.
+def _setup(call: OpCall) -> tuple[tuple, list[int], list[int], tuple[int, int, int, int] | None]:
+    """:func:`_rescale_setup`'s parameters, the multipliers and shifts as lists of ints, and
+    their extremes (smallest and largest multiplier, shift; None for an empty tensor, whose
+    scales are not checked).
 
     Each check is an ``if`` in front of ``error_if`` (one call per failing check, not per check:
     a prepare runs this once per RESCALE of a graph, the most common operator of lowered ones).
@@ -478,11 +483,13 @@ def _setup(call: OpCall) -> tuple[tuple, list[int], list[int]]:
 
     ms, ss = call.inputs[1].reshape(-1).tolist(), call.inputs[2].reshape(-1).tolist()
     # REQUIREs of apply_scale_32/16 on the scale factors actually used.
+    extremes = None
     if 0 not in shape:  # (an empty tensor uses none; shapes are checked to have nc entries)
         # (Python's min/max over the few channels: cheaper than numpy's reductions)
-        if min(ms) < 0:
+        extremes = min(ms), max(ms), min(ss), max(ss)
+        if extremes[0] < 0:
             call.require(False, "multiplier >= 0")
-        if not (2 <= min(ss) and max(ss) <= 62):
+        if not (2 <= extremes[2] and extremes[3] <= 62):
             call.require(False, "2 <= shift && shift <= 62")
     if per_channel:
         m, s = call.inputs[1].astype(np.int64).reshape(-1), call.inputs[2].astype(np.int64).reshape(-1)
@@ -494,7 +501,7 @@ def _setup(call: OpCall) -> tuple[tuple, list[int], list[int]]:
     bounds = (-half, half) if scale32 else None
     params = (in_t, out_t, scale32, rounding_mode, input_unsigned, output_unsigned, input_zp, output_zp,
               m, s, bounds)
-    return params, ms, ss
+    return params, ms, ss, extremes
 
 
 def _check_attributes(call: OpCall, in_t: str, out_t: str, scale32: bool, rounding_mode: str,
