@@ -189,3 +189,19 @@ def test_the_int8_lookup_table_is_the_spec_formula_for_every_input(seed) -> None
         [ours] = kernel(OpCall(0, operator, [x, *values[1:]], decls, [Tensor("y", (256,), out_t)]))
         assert ours.dtype == working
         assert ours.tolist() == expected
+
+
+@pytest.mark.parametrize("shifts", [[9] * 8, [9, 10] * 4, [8, 9, 10, 11, 8, 9, 10, 11]])
+def test_per_channel_wide_input_kernel_matches_the_reference_model(shifts) -> None:
+    """INT32 input, 16-bit per-channel multipliers: the prepared window kernel's rounding term per
+    channel (one shift for every channel, or several) gives the reference model's results."""
+    rng = np.random.default_rng(len(set(shifts)))
+    multiplier = rng.integers(1 << 13, 1 << 15, size=8).tolist()
+    data = _graph((2, 3, 8), "INT32", "INT8", multiplier, shifts, output_zp=-3, scale32=False)
+    graph = tosa_verify.load(data)
+    assert plan_for(graph.main).steps[0].fn.__name__ == "checked_kernel"
+    for scale in (1 << 8, 1 << 12):  # inside the check-free window, and saturating
+        x = rng.integers(-scale, scale, size=(2, 3, 8)).astype(np.int32)
+        expected, status = reference_model.run(data, [x])
+        assert status == reference_model.GraphStatus.TOSA_VALID
+        np.testing.assert_array_equal(tosa_verify.run(graph, [x])[0], expected[0])
