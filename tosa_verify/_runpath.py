@@ -1,0 +1,114 @@
+"""What the interpreter's per-run path derives once per graph or plan, for a run with few calls.
+
+A run of a loaded graph repeats work that depends only on the graph: which inputs can be taken
+as they are, which outputs need converting, each step's attributes. This module computes those
+once (kept with the graph's verified state, see :func:`tosa_verify.plan.run_cache`, or on the
+plan) so :func:`tosa_verify.interpreter.run` does only the per-run checks: the caller's arrays
+against the declarations (anything off goes the general way, with its errors), the memory budget
+and every kernel call.
+
+>>> io = run_io(graph)                      # doctest: +SKIP
+>>> values = bind_fast(io, [x]) or bind_inputs(graph.main, [x])   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import contextmanager
+from operator import itemgetter
+
+import numpy as np
+
+from .dtypes import plain_working
+from .graph import Graph
+from .plan import BlockPlan, run_cache
+
+try:  # numpy >= 2 keeps the floating-point error state in a context variable
+    from numpy._core._ufunc_config import _extobj_contextvar, _make_extobj
+
+    _IGNORE = _make_extobj(all="ignore")
+except (ImportError, AttributeError, TypeError):  # another numpy: its public errstate
+    _extobj_contextvar = None
+
+
+@contextmanager
+def _errstate_ignore():
+    with np.errstate(all="ignore"):
+        yield
+
+
+def quiet() -> Callable[[], None] | None:
+    """Turn numpy's floating-point warnings off until the returned function is called (what
+    ``np.errstate(all="ignore")`` does, without building its state object on every run).
+
+    >>> restore = quiet(); ...; restore()   # doctest: +SKIP
+    """
+    if _extobj_contextvar is None:
+        context = _errstate_ignore()
+        context.__enter__()
+        return lambda: context.__exit__(None, None, None)
+    token = _extobj_contextvar.set(_IGNORE)
+    return lambda: _extobj_contextvar.reset(token)
+
+
+def run_io(graph: Graph) -> tuple:
+    """For the graph's main block: ``(names, checks, outputs)``: input names; per input
+    ``(working dtype, shape)`` or None (always the general binding); per output ``(name, dtype,
+    plain)``. Kept in :func:`~tosa_verify.plan.run_cache` (call after
+    :func:`~tosa_verify.plan.current_blocks`)."""
+    cache = run_cache(graph)
+    io = cache.get("io")
+    if io is None:
+        block = graph.main
+        checks = []
+        for name in block.inputs:
+            decl = block.tensors.get(name) or block.shapes.get(name)
+            working = None if decl is None else plain_working(decl.dtype)
+            checks.append(None if working is None else (working, tuple(decl.shape)))
+        outputs = []
+        for name in block.outputs:
+            decl = block.tensors.get(name) or block.shapes.get(name)
+            # (an undeclared output is never produced: run_block raises before any conversion)
+            outputs.append((name, None, True) if decl is None else
+                           (name, decl.dtype, plain_working(decl.dtype) is not None))
+        io = cache["io"] = (tuple(block.inputs), checks, outputs)
+    return io
+
+
+def bind_fast(io: tuple, inputs) -> list[np.ndarray] | None:
+    """The inputs as working arrays when each is already one (an ndarray of the declared dtype
+    and shape, in order or by name); None otherwise, for :func:`bind_inputs` to convert or
+    refuse with its errors."""
+    names, checks, _ = io
+    if type(inputs) is dict:
+        if len(inputs) != len(names):
+            return None
+        try:
+            inputs = [inputs[n] for n in names]
+        except KeyError:
+            return None
+    elif type(inputs) not in (list, tuple) or len(inputs) != len(names):
+        return None
+    for value, check in zip(inputs, checks):  # noqa: B905 - lengths checked
+        if check is None or type(value) is not np.ndarray or value.dtype != check[0] or value.shape != check[1]:
+            return None
+    return inputs if type(inputs) is list else list(inputs)
+
+
+def compiled_steps(plan: BlockPlan) -> list[tuple] | None:
+    """The plan's steps as flat tuples for the interpreter's hot loop, made on first use; None
+    when a step carries a declaration error (that plan runs the general loop, which raises it).
+
+    Each tuple: ``(fn, get, arity, index, operator, input_decls, output_decls, outputs, free,
+    step)``; ``get(env)`` gives the input value (arity 1) or values (arity 2: two or more).
+    """
+    compiled = plan.__dict__.get("_compiled")
+    if compiled is None:
+        if any(s.error_before is not None or s.error_after is not None for s in plan.steps):
+            return None
+        compiled = plan.__dict__["_compiled"] = [
+            (s.fn, itemgetter(*s.inputs) if s.inputs else None, min(len(s.inputs), 2), s.index, s.operator,
+             s.input_decls, s.output_decls, s.outputs, s.free, s)
+            for s in plan.steps
+        ]
+    return compiled
