@@ -103,8 +103,9 @@ def _extreme_values(x: np.ndarray, axis: int, dtype: str, mode: str, largest: bo
     # apply_max_s (``a >= b ? a : b``: the first of tied zeros wins) and apply_min_s
     # (``a < b ? a : b``: the last wins). Either sign is allowed, but following the fold keeps
     # us bit-identical with the reference model.
-    zeros = xf == 0
-    if zeros.any():
+    # (only a zero result can be a tied zero: the whole input is compared only then)
+    if (result == 0).any():
+        zeros = xf == 0
         if largest:
             pick = np.argmax(zeros, axis=axis)
         else:
