@@ -51,3 +51,32 @@ def test_small_integer_pool_matches_the_reference_model(op, dt, hw, kernel, stri
     assert plan_for(graph.main).steps[-1].fn.__name__ == f"small_{op[:3].lower()}_pool"
     expected = reference.run(data, [x])
     np.testing.assert_array_equal(tosa_verify.run(graph, [x])[0], expected[0])
+
+
+@pytest.mark.parametrize("mode", ["PROPAGATE", "IGNORE"])
+@pytest.mark.parametrize(("dt", "hw", "kernel", "stride", "pad"), [
+    ("FP32", (8, 8), (2, 2), (2, 2), (0, 0, 0, 0)),
+    ("FP32", (7, 9), (3, 3), (2, 1), (1, 1, 2, 0)),
+    ("FP16", (6, 5), (3, 2), (1, 1), (2, 1, 1, 1)),
+])
+def test_small_float_max_pool_matches_the_reference_model_bit_for_bit(mode, dt, hw, kernel, stride, pad) -> None:
+    # ties of signed zeros (the first in scan order wins), NaN per mode, infinities, all-NaN
+    # and all -inf windows next to the padding
+    rng = np.random.default_rng(hw[1] * 7 + kernel[1])
+    np_dt = {"FP32": np.float32, "FP16": np.float16}[dt]
+    specials = np.array([0.0, -0.0, np.nan, 1.5, -np.inf, np.inf, -1.0, -0.0, 0.0], np_dt)
+    x = rng.choice(specials, size=(2, *hw, 3)).astype(np_dt)
+    x[0, :kernel[0], :kernel[1], 0] = np.nan
+    x[1, :kernel[0], :kernel[1], 1] = -np.inf
+    x[1, -kernel[0]:, -kernel[1]:, 2] = rng.choice([0.0, -0.0], size=(kernel[0], kernel[1]))
+    data = _pool_graph("MAX_POOL2D", x.shape, dt, kernel, stride, pad)
+    graph = tosa_verify.load(data)
+    graph.main.operators[-1].attrs["nan_mode"] = mode
+    data = to_flatbuffer(graph)
+    graph = tosa_verify.load(data)
+    assert plan_for(graph.main).steps[-1].fn.__name__ == "small_float_max_pool"
+    expected = reference.run(data, [x])[0]
+    for _ in range(2):
+        ours = tosa_verify.run(graph, [x])[0]
+        assert ours.dtype == expected.dtype
+        np.testing.assert_array_equal(ours.view(f"u{ours.itemsize}"), expected.view(f"u{ours.itemsize}"))
