@@ -21,7 +21,7 @@ import numpy as np
 
 from .dtypes import plain_working
 from .graph import Graph
-from .plan import BlockPlan, run_cache
+from .plan import BlockPlan, Step, run_cache
 
 try:  # numpy >= 2 keeps the floating-point error state in a context variable
     from numpy._core._ufunc_config import _extobj_contextvar, _make_extobj
@@ -95,20 +95,33 @@ def bind_fast(io: tuple, inputs) -> list[np.ndarray] | None:
     return inputs if type(inputs) is list else list(inputs)
 
 
-def compiled_steps(plan: BlockPlan) -> list[tuple] | None:
-    """The plan's steps as flat tuples for the interpreter's hot loop, made on first use; None
-    when a step carries a declaration error (that plan runs the general loop, which raises it).
+def compiled_steps(plan: BlockPlan) -> list[tuple]:
+    """The plan's steps as flat tuples for the interpreter's hot loop, made on first use.
 
-    Each tuple: ``(fn, get, arity, index, operator, input_decls, output_decls, outputs, free,
-    step)``; ``get(env)`` gives the input value (arity 1) or values (arity 2: two or more).
+    Each tuple: ``(fn, get, arity, index, operator, input_decls, output_decls, single, free,
+    step)``; ``get(env)`` gives the input value (arity 1) or values (arity 2: two or more);
+    ``single`` is the ``(name, working dtype, shape)`` of a step's only output, or None when its
+    results go through the interpreter's full checks (several outputs, an output ERROR_IF). A
+    step with a declaration error reads no input and raises that error when called.
     """
     compiled = plan.__dict__.get("_compiled")
     if compiled is None:
-        if any(s.error_before is not None or s.error_after is not None for s in plan.steps):
-            return None
-        compiled = plan.__dict__["_compiled"] = [
-            (s.fn, itemgetter(*s.inputs) if s.inputs else None, min(len(s.inputs), 2), s.index, s.operator,
-             s.input_decls, s.output_decls, s.outputs, s.free, s)
-            for s in plan.steps
-        ]
+        compiled = plan.__dict__["_compiled"] = [_compiled(s) for s in plan.steps]
     return compiled
+
+
+def _compiled(step: Step) -> tuple:
+    if step.error_before is not None:
+        return (_raiser(step.error_before), None, 0, step.index, step.operator, step.input_decls,
+                step.output_decls, None, step.free, step)
+    single = step.outputs[0] if len(step.outputs) == 1 and step.error_after is None else None
+    get = itemgetter(*step.inputs) if step.inputs else None
+    return (step.fn, get, min(len(step.inputs), 2), step.index, step.operator, step.input_decls,
+            step.output_decls, single, step.free, step)
+
+
+def _raiser(error: Exception) -> Callable:
+    def raise_error(call: object) -> list:
+        raise error
+
+    return raise_error

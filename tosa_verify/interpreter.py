@@ -91,8 +91,7 @@ class Interpreter:
             if plan is None:
                 plan = plan_for(block, self.graph)
             env: dict[str, np.ndarray] = dict(plan.constants)
-            for name, value in zip(block.inputs, values, strict=True):
-                env[name] = value
+            env.update(zip(block.inputs, values))  # noqa: B905 - lengths checked above
             for name, decl in plan.variables:
                 if (decl.variable_name or name) in self.state:
                     env[name] = carried_value(self.state[decl.variable_name or name], decl, decl.variable_name or name)
@@ -112,57 +111,27 @@ class Interpreter:
                         self._run_operator(step, env, False)
                 else:
                     # Nothing recording the run: each tensor is dropped after its last use.
-                    compiled = compiled_steps(plan)
-                    if compiled is None:
-                        self._run_steps(plan.steps, env, record is None)
-                    else:
-                        self._run_compiled(compiled, env, record is None)
+                    self._run_compiled(compiled_steps(plan), env, record is None)
             finally:
                 restore()
-            missing = [n for n in block.outputs if n not in env]
-            if missing:
+            try:
+                outputs = [env[n] for n in block.outputs]
+            except KeyError:
+                missing = [n for n in block.outputs if n not in env]
                 raise TosaValidationError(
                     f"block {block.name!r}: output tensor(s) {missing} are never produced"
-                )
+                ) from None
             if record is not None:
                 record.update(env)
-            return [env[n] for n in block.outputs]
+            return outputs
         finally:
             self.depth -= 1
 
-    def _run_steps(self, steps: list[Step], env: dict[str, np.ndarray], free: bool) -> None:
-        """The hot loop: call each prepared step and store its outputs (the checks of
-        :meth:`_store` run in full only when a cheap comparison says something is off)."""
-        for step in steps:
-            if step.error_before is not None:
-                raise step.error_before
-            call = OpCall(step.index, step.operator, [env[n] for n in step.inputs], step.input_decls,
-                          step.output_decls, self)
-            try:
-                results = step.fn(call)
-            except TosaError:
-                raise
-            except _CAUGHT as exc:
-                raise _op_failure(step, call, exc) from exc
-            outputs = step.outputs
-            if type(results) is not list:
-                results = list(results)
-            if step.error_after is not None or len(results) != len(outputs):
-                self._store(step, call, results, env)
-            else:
-                for (name, working, shape), value in zip(outputs, results):  # noqa: B905 - lengths checked
-                    if type(value) is not np.ndarray or value.dtype != working or value.shape != shape:
-                        self._store(step, call, results, env)
-                        break
-                    env[name] = value
-            if free:
-                for name in step.free:
-                    env.pop(name, None)
-
     def _run_compiled(self, compiled: list[tuple], env: dict[str, np.ndarray], free: bool) -> None:
-        """:meth:`_run_steps` over :func:`~tosa_verify._runpath.compiled_steps` (no declaration
-        errors to raise; each step's attributes unpacked from one tuple)."""
-        for fn, get, arity, index, operator, input_decls, output_decls, outputs, names, step in compiled:
+        """The hot loop over :func:`~tosa_verify._runpath.compiled_steps`: call each step and
+        store its output (the checks of :meth:`_store` run in full only when a cheap comparison
+        says something is off, or the step has more than one output or an output ERROR_IF)."""
+        for fn, get, arity, index, operator, input_decls, output_decls, single, names, step in compiled:
             call = OpCall(index, operator, [get(env)] if arity == 1 else [*get(env)] if arity else [],
                           input_decls, output_decls, self)
             try:
@@ -173,13 +142,14 @@ class Interpreter:
                 raise _op_failure(step, call, exc) from exc
             if type(results) is not list:
                 results = list(results)
-            if len(results) != len(outputs):
+            if single is None or len(results) != 1:
                 self._store(step, call, results, env)
             else:
-                for (name, working, shape), value in zip(outputs, results):  # noqa: B905 - lengths checked
-                    if type(value) is not np.ndarray or value.dtype != working or value.shape != shape:
-                        self._store(step, call, results, env)
-                        break
+                name, working, shape = single
+                value = results[0]
+                if type(value) is not np.ndarray or value.dtype != working or value.shape != shape:
+                    self._store(step, call, results, env)
+                else:
                     env[name] = value
             if free:
                 for name in names:

@@ -74,7 +74,8 @@ def _clip_propagate(x: np.ndarray, lo, hi) -> np.ndarray:
 
 
 def _clip_int(x: np.ndarray, lo, hi) -> np.ndarray:
-    return np.minimum(np.maximum(x, lo), hi).astype(x.dtype, copy=False)
+    value = np.maximum(x, lo)  # (lo, hi: scalars of x's dtype, so value is x's dtype)
+    return np.minimum(value, hi, out=value)
 
 
 def _clamp_checks(call: OpCall) -> tuple:
