@@ -108,3 +108,25 @@ def small_float_max_pool(kernel, stride, pad, in_shape, out_hw, dt: str, mode: s
         return [result.reshape(out_shape).astype(working, copy=False)]
 
     return small_float_max_pool
+
+
+def small_float_avg_pool(p: dict, in_shape) -> Callable | None:
+    """The small-tensor kernel of an FP32/FP16 AVG_POOL2D (``p`` from
+    ``pooling._avg_pool_params``, checks done), or None: each window's in-range values summed in
+    float64 (padding reads +0.0, which changes no sum; the final ``+ 0.0`` gives the spec's +0
+    accumulator start for a window of -0.0 values), divided by its count, rounded once."""
+    kernel, out_shape = p["kernel"], p["shape"]
+    if p["dt"] not in ("FP32", "FP16") or not _small(kernel, in_shape, out_shape[1:3]):
+        return None
+    n, ih, iw, c = in_shape
+    index = windows(kernel, p["stride"], (1, 1), p["pad"], (ih, iw), out_shape[1:3])
+    count = p["count"].reshape(1, -1, 1).astype(np.float64)  # [1, OH*OW, 1]
+    working, hw = dtype_info(p["dt"]).working, ih * iw
+
+    def small_float_avg_pool(run: OpCall) -> list[np.ndarray]:
+        total = padded_rows(run.inputs[0], n, hw, c, np.float64)[:, index].sum(axis=2)
+        total += 0.0
+        total /= count
+        return [total.reshape(out_shape).astype(working)]
+
+    return small_float_avg_pool

@@ -16,7 +16,7 @@ from ..numerics import apply_scale_32, int_range, reciprocal_scale, wrap
 from ._int64 import int64_if_11
 from ._layout_support import shape_input
 from ._levels import MAX_KERNEL, MAX_RANK, MAX_STRIDE
-from ._pool_small import small_avg_pool, small_float_max_pool, small_max_pool
+from ._pool_small import small_avg_pool, small_float_avg_pool, small_float_max_pool, small_max_pool
 from ._tensor_common import (
     F64,
     INT64,
@@ -130,7 +130,8 @@ def prepare_avg_pool2d(call: OpCall):
     if len(call.inputs) != 3 or call.inputs[1] is None or call.inputs[2] is None:
         return None
     p = _avg_pool_setup(call)
-    small = None if _is_float(p["dt"]) else small_avg_pool(p, tuple(call.input_decls[0].shape))
+    shape = tuple(call.input_decls[0].shape)
+    small = small_float_avg_pool(p, shape) if _is_float(p["dt"]) else small_avg_pool(p, shape)
     return small or (lambda run: [_avg_pool(run, p)])  # (run and fold: warnings off)
 
 
