@@ -14,7 +14,6 @@ and every kernel call.
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import contextmanager
 from operator import itemgetter
 
 import numpy as np
@@ -31,20 +30,14 @@ except (ImportError, AttributeError, TypeError):  # another numpy: its public er
     _extobj_contextvar = None
 
 
-@contextmanager
-def _errstate_ignore():
-    with np.errstate(all="ignore"):
-        yield
-
-
-def quiet() -> Callable[[], None] | None:
+def quiet() -> Callable[[], None]:
     """Turn numpy's floating-point warnings off until the returned function is called (what
     ``np.errstate(all="ignore")`` does, without building its state object on every run).
 
     >>> restore = quiet(); ...; restore()   # doctest: +SKIP
     """
     if _extobj_contextvar is None:
-        context = _errstate_ignore()
+        context = np.errstate(all="ignore")
         context.__enter__()
         return lambda: context.__exit__(None, None, None)
     token = _extobj_contextvar.set(_IGNORE)
