@@ -124,8 +124,16 @@ def _environ_get(name: str) -> str | None:
     data = getattr(environ, "_data", None)
     if type(data) is not dict or not hasattr(environ, "encodekey"):
         return environ.get(name)
-    raw = data.get(environ.encodekey(name))
+    key = _ENV_KEYS.get(name)
+    if key is None:
+        key = _ENV_KEYS[name] = environ.encodekey(name)
+    raw = data.get(key)
     return None if raw is None else environ.decodevalue(raw)
+
+
+#: ``os.environ.encodekey`` of the names :func:`_environ_get` was asked for (the file-system
+#: encoding is fixed for the process)
+_ENV_KEYS: dict[str, Any] = {}
 
 
 def _memory_source() -> tuple[int, str]:

@@ -156,10 +156,10 @@ def _graph_snapshot(graph: Graph) -> tuple[list[tuple], tuple[str, ...], tuple]:
         for block in region.blocks:
             ops = block.operators
             decls = [*block.tensors.values(), *block.shapes.values()]
-            blocks.append((block, ops, ops[:], [o.op for o in ops], [o.attrs for o in ops], decls,
-                           [d.data for d in decls], [d.shape for d in decls], block.inputs[:],
-                           block.outputs[:]))
-    names = tuple({name: None for b in blocks for name in b[3]})
+            objects = [*ops, *[o.attrs for o in ops], *decls, *[d.data for d in decls]]
+            blocks.append((block, ops, [o.op for o in ops], [d.shape for d in decls], objects,
+                           block.inputs[:], block.outputs[:]))
+    names = tuple({name: None for b in blocks for name in b[2]})
     return blocks, names, tuple(map(REGISTRY.get, names))
 
 
@@ -169,19 +169,16 @@ def _unchanged(graph: Graph, snapshot: tuple[list[tuple], tuple[str, ...], tuple
     blocks = [b for r in graph.regions for b in r.blocks]
     if len(blocks) != len(was_blocks) or not all(map(is_, map(REGISTRY.get, names), fns)):
         return False
-    for block, (was, ops, op_list, op_names, attrs, decls, data, shapes, inputs, outputs) in zip(
-            blocks, was_blocks, strict=True):
-        if block is not was or block.operators is not ops or len(ops) != len(op_list) \
+    for block, (was, ops, op_names, shapes, objects, inputs, outputs) in zip(blocks, was_blocks, strict=True):
+        if block is not was or block.operators is not ops or len(ops) != len(op_names) \
                 or block.inputs != inputs or block.outputs != outputs:
             return False
-        current = [*block.tensors.values(), *block.shapes.values()]
-        # op names compare by value: an equal name finds the same op function
+        decls = [*block.tensors.values(), *block.shapes.values()]
         # op names and shapes compare by value (list ==, identical items cost no call): an equal
-        # name finds the same op function, an equal shape tuple is the same shape
-        if len(current) != len(decls) or [o.op for o in ops] != op_names \
-                or [d.shape for d in decls] != shapes \
-                or not (all(map(is_, ops, op_list)) and all(map(is_, [o.attrs for o in ops], attrs))
-                        and all(map(is_, current, decls)) and all(map(is_, [d.data for d in decls], data))):
+        # name finds the same op function, an equal shape tuple is the same shape; the rest by
+        # identity, in one pass: operators, their attributes, declarations, their data
+        if len(decls) != len(shapes) or [o.op for o in ops] != op_names or [d.shape for d in decls] != shapes \
+                or not all(map(is_, [*ops, *[o.attrs for o in ops], *decls, *[d.data for d in decls]], objects)):
             return False
     return True
 
