@@ -60,3 +60,27 @@ def test_an_input_array_subclass_or_list_still_binds() -> None:
     tosa_verify.run(graph, [np.zeros((1, 2), np.float32)])
     (y,) = tosa_verify.run(graph, [np.ma.masked_array(np.zeros((1, 2), np.float32))])
     np.testing.assert_array_equal(y, np.ones((1, 2), np.float32))
+
+
+def test_threads_running_one_graph_each_get_their_own_results() -> None:
+    # one thread at a time fills the plan's reusable calls; the others make their own
+    from concurrent.futures import ThreadPoolExecutor
+
+    graph = tosa_verify.load(_exp_graph((64, 64)))
+    xs = [np.full((64, 64), i / 10, np.float32) for i in range(16)]
+    tosa_verify.run(graph, [xs[0]])
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda x: tosa_verify.run(graph, [x])[0], xs * 8))
+    for x, y in zip(xs * 8, results, strict=True):
+        np.testing.assert_array_equal(y, np.exp(x.astype(np.float64)).astype(np.float32))
+
+
+def test_a_run_leaves_no_arrays_in_the_plans_calls() -> None:
+    from tosa_verify._runpath import compiled_steps
+    from tosa_verify.plan import plan_for
+
+    graph = tosa_verify.load(_exp_graph())
+    tosa_verify.run(graph, [np.ones((2, 3), np.float32)])
+    compiled = compiled_steps(plan_for(graph.main, graph))
+    assert not compiled.lock.locked()
+    assert all(entry[5].inputs is None and entry[5].runtime is None for entry in compiled.entries)

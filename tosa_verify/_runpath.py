@@ -13,6 +13,7 @@ and every kernel call.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from operator import itemgetter
 
@@ -20,6 +21,7 @@ import numpy as np
 
 from .dtypes import plain_working
 from .graph import Graph
+from .ops.registry import OpCall
 from .plan import BlockPlan, Step, run_cache
 
 try:  # numpy >= 2 keeps the floating-point error state in a context variable
@@ -88,29 +90,44 @@ def bind_fast(io: tuple, inputs) -> list[np.ndarray] | None:
     return inputs if type(inputs) is list else list(inputs)
 
 
-def compiled_steps(plan: BlockPlan) -> list[tuple]:
-    """The plan's steps as flat tuples for the interpreter's hot loop, made on first use.
+class CompiledSteps:
+    """A plan's steps as flat tuples for the interpreter's hot loop (see :func:`compiled_steps`),
+    with one :class:`OpCall` per step that a run may fill in place of making a new one, when it
+    holds :attr:`lock` (another thread running the same plan makes its own)."""
 
-    Each tuple: ``(fn, get, arity, index, operator, input_decls, output_decls, single, free,
-    step)``; ``get(env)`` gives the input value (arity 1) or values (arity 2: two or more);
-    ``single`` is the ``(name, working dtype, shape)`` of a step's only output, or None when its
-    results go through the interpreter's full checks (several outputs, an output ERROR_IF). A
-    step with a declaration error reads no input and raises that error when called.
+    __slots__ = ("entries", "lock")
+
+    def __init__(self, entries: list[tuple]) -> None:
+        self.entries = entries
+        self.lock = threading.Lock()
+
+
+def compiled_steps(plan: BlockPlan) -> CompiledSteps:
+    """The plan's steps for the interpreter's hot loop, made on first use.
+
+    Each entry: ``(fn, get, arity, single, free, call, step)``; ``get(env)`` gives the input
+    value (arity 1) or values (arity 2: two or more); ``single`` is the ``(name, working dtype,
+    shape)`` of a step's only output, or None when its results go through the interpreter's full
+    checks (several outputs, an output ERROR_IF); ``call`` the step's reusable :class:`OpCall`
+    (index, operator and declarations set). A step with a declaration error reads no input and
+    raises that error when called.
+
+    >>> [entry[6].index for entry in compiled_steps(plan).entries]   # doctest: +SKIP
+    [0, 2, 3]
     """
     compiled = plan.__dict__.get("_compiled")
     if compiled is None:
-        compiled = plan.__dict__["_compiled"] = [_compiled(s) for s in plan.steps]
+        compiled = plan.__dict__["_compiled"] = CompiledSteps([_compiled(s) for s in plan.steps])
     return compiled
 
 
 def _compiled(step: Step) -> tuple:
+    call = OpCall(step.index, step.operator, [], step.input_decls, step.output_decls)
     if step.error_before is not None:
-        return (_raiser(step.error_before), None, 0, step.index, step.operator, step.input_decls,
-                step.output_decls, None, step.free, step)
+        return (_raiser(step.error_before), None, 0, None, step.free, call, step)
     single = step.outputs[0] if len(step.outputs) == 1 and step.error_after is None else None
     get = itemgetter(*step.inputs) if step.inputs else None
-    return (step.fn, get, min(len(step.inputs), 2), step.index, step.operator, step.input_decls,
-            step.output_decls, single, step.free, step)
+    return (step.fn, get, min(len(step.inputs), 2), single, step.free, call, step)
 
 
 def _raiser(error: Exception) -> Callable:

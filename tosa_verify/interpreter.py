@@ -111,7 +111,13 @@ class Interpreter:
                         self._run_operator(step, env, False)
                 else:
                     # Nothing recording the run: each tensor is dropped after its last use.
-                    self._run_compiled(compiled_steps(plan), env, record is None)
+                    compiled = compiled_steps(plan)
+                    shared = compiled.lock.acquire(blocking=False)
+                    try:
+                        self._run_compiled(compiled.entries, env, record is None, shared)
+                    finally:
+                        if shared:
+                            compiled.lock.release()
             finally:
                 restore()
             try:
@@ -127,13 +133,19 @@ class Interpreter:
         finally:
             self.depth -= 1
 
-    def _run_compiled(self, compiled: list[tuple], env: dict[str, np.ndarray], free: bool) -> None:
+    def _run_compiled(self, compiled: list[tuple], env: dict[str, np.ndarray], free: bool, shared: bool) -> None:
         """The hot loop over :func:`~tosa_verify._runpath.compiled_steps`: call each step and
         store its output (the checks of :meth:`_store` run in full only when a cheap comparison
-        says something is off, or the step has more than one output or an output ERROR_IF)."""
-        for fn, get, arity, index, operator, input_decls, output_decls, single, names, step in compiled:
-            call = OpCall(index, operator, [get(env)] if arity == 1 else [*get(env)] if arity else [],
-                          input_decls, output_decls, self)
+        says something is off, or the step has more than one output or an output ERROR_IF).
+
+        ``shared``: this run holds the plan's lock, so it fills each step's own OpCall instead of
+        making one per step; the call keeps none of the run's arrays after its step."""
+        for fn, get, arity, single, names, call, step in compiled:
+            inputs = [get(env)] if arity == 1 else [*get(env)] if arity else []
+            if shared:
+                call.inputs, call.runtime, call._extra = inputs, self, None
+            else:
+                call = OpCall(call.index, call.operator, inputs, call.input_decls, call.output_decls, self)
             try:
                 results = fn(call)
             except TosaError:
@@ -142,6 +154,8 @@ class Interpreter:
                 raise _op_failure(step, call, exc) from exc
             if type(results) is not list:
                 results = list(results)
+            if shared:
+                call.inputs = call.runtime = None
             if single is None or len(results) != 1:
                 self._store(step, call, results, env)
             else:
