@@ -155,7 +155,24 @@ def prepare_reduce_sum(call: OpCall):
         # numpy's cast (round_to_float's for these types; a run already ignores overflow)
         working = dtype_info(dtype).working
         return lambda run: [_sum_f64(run.inputs[0], axis).astype(working)]
+    if dtype == "INT32":
+        return _int32_sum_kernel(axis, call.input_decls[0].shape[axis])
     return lambda run: [_sum(run, run.inputs[0], axis, dtype)]
+
+
+def _int32_sum_kernel(axis: int, length: int):
+    """:func:`_sum`'s INT32 path for an axis of ``length``: when no partial sum can leave int32
+    (``length`` times the largest magnitude inside it), the int64 sum cast back; otherwise
+    :func:`_sum`, which checks the partial sums' REQUIRE."""
+    hi = int_range("INT32")[1]
+
+    def int32_sum(run: OpCall) -> list[np.ndarray]:
+        x = run.inputs[0]
+        if x.size and max(-int(x.min()), int(x.max())) * length > hi:
+            return [_sum(run, x, axis, "INT32")]
+        return [np.add.reduce(x, axis=axis, dtype=np.int64, keepdims=True).astype(np.int32)]
+
+    return int32_sum
 
 
 def _sum_f64(x: np.ndarray, axis: int) -> np.ndarray:
