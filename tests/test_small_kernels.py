@@ -111,6 +111,18 @@ def test_int16_table_matches_the_reference(step: int) -> None:
     _same_as_reference(data, [np.arange(-32768, 32768, dtype=np.int16).reshape(1, -1)])
 
 
+@pytest.mark.parametrize("hit", [False, True])
+def test_int16_table_with_one_unfit_slope_checks_only_the_entries_used(hit: bool) -> None:
+    # entry 400 -> 401 jumps by 60000 (a slope outside int16): only inputs indexing entry 400
+    # ((value + 32768) >> 7 == 400) break apply_lookup_s's REQUIRE
+    table = np.where(np.arange(513) > 400, 30000, -30000).tolist()
+    data = _unary_graph("TABLE", ts.DType.INT16, ts.DType.INT32, (1, 1024), (1, 1024),
+                        _attr("TableAttribute"), table)
+    values = np.arange(-32768, 32768, 32, dtype=np.int16)  # 2048 values, both ends included
+    used = values if hit else values[((values.astype(int) + 32768) >> 7) != 400]
+    _same_as_reference(data, [np.resize(used[::2], 1024).reshape(1, -1)])
+
+
 @pytest.mark.parametrize(("lo", "hi"), [(-128, 127), (-5, 100), (0, 0)])
 def test_int8_clamp_matches_the_reference(lo: int, hi: int) -> None:
     attr = _attr("ClampAttribute", [lo & 0xFF], [hi & 0xFF], ts.NanPropagationMode.PROPAGATE)

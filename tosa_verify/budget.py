@@ -112,12 +112,36 @@ def physical_memory() -> int:
         return 8 << 30
 
 
+def _environ_get(name: str) -> str | None:
+    """``os.environ.get(name)`` without its cost when unset (the Mapping machinery raises and
+    catches a KeyError: microseconds, on every run): CPython's ``os.environ`` keeps its values in
+    ``_data`` under ``encodekey(name)``; any other mapping is asked the ordinary way.
+
+    >>> _environ_get("PATH") == os.environ.get("PATH")
+    True
+    """
+    environ = os.environ
+    data = getattr(environ, "_data", None)
+    if type(data) is not dict or not hasattr(environ, "encodekey"):
+        return environ.get(name)
+    key = _ENV_KEYS.get(name)
+    if key is None:
+        key = _ENV_KEYS[name] = environ.encodekey(name)
+    raw = data.get(key)
+    return None if raw is None else environ.decodevalue(raw)
+
+
+#: ``os.environ.encodekey`` of the names :func:`_environ_get` was asked for (the file-system
+#: encoding is fixed for the process)
+_ENV_KEYS: dict[str, Any] = {}
+
+
 def _memory_source() -> tuple[int, str]:
     """The memory budget in bytes and where it comes from (for error messages)."""
     limits = _current.get()
     if limits.max_memory is not None:
         return limits.max_memory, "--max-memory"
-    env = os.environ.get(ENV_MAX_MEMORY)
+    env = _environ_get(ENV_MAX_MEMORY)
     if env:
         try:
             return parse_size(env), ENV_MAX_MEMORY

@@ -330,6 +330,21 @@ def to_working(value: np.ndarray, dtype: str, *, what: str = "input") -> np.ndar
     return arr
 
 
+def plain_working(dtype: str) -> np.dtype | None:
+    """The working dtype of TOSA ``dtype`` when :func:`to_working` takes an array of that dtype
+    as it is and :func:`to_reference_form` returns it as it is; None for the other types (raw
+    views, packed and block-scaled types, MXINT8, INT4 with its value check).
+
+    >>> plain_working("INT8"), plain_working("BF16")
+    (dtype('int8'), None)
+    """
+    info = dtype_info(dtype)
+    name = info.name
+    if info.block or name in _PACKED or name in _RAW_VIEW or name in ("MXINT8", "INT4"):
+        return None
+    return info.working
+
+
 def to_reference_form(value: np.ndarray, dtype: str) -> np.ndarray:
     """Convert a working array to the numpy form ``tosa_reference_model.run`` uses.
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import ops as _ops  # noqa: F401  (imports every op family so the registry is full)
+from ._runpath import bind_fast, compiled_steps, quiet, run_io
+from .budget import cached_graph_memory, check_need
 from .dtypes import dtype_info, to_reference_form, to_working
 from .errors import (
     TosaError,
@@ -26,7 +28,7 @@ from .errors import (
 from .graph import Block, Graph, Operator
 from .ops.registry import OpCall
 from .ops.variable import carried_value
-from .plan import Step, cached_graph, plan_for, verify_graph
+from .plan import Step, cached_graph, current_blocks, plan_for, verify_graph
 
 #: Called after each operator: (op index, operator, input values, output values).
 CaptureHook = Callable[[int, Operator, list[np.ndarray], list[np.ndarray]], None]
@@ -52,7 +54,19 @@ class Interpreter:
     def __init__(self, graph: Graph, hook: CaptureHook | None = None,
                  state: Mapping[str, np.ndarray] | None = None) -> None:
         # refuse a graph over the memory budget before anything runs; blocks with current plans
-        self._current = verify_graph(graph)
+        self._setup(graph, verify_graph(graph), hook, state)
+
+    @classmethod
+    def _verified(cls, graph: Graph, current: frozenset[int],
+                  state: Mapping[str, np.ndarray] | None) -> Interpreter:
+        """An interpreter for a graph :func:`run` has verified (``current``: its current blocks)."""
+        interpreter = cls.__new__(cls)
+        interpreter._setup(graph, current, None, state)
+        return interpreter
+
+    def _setup(self, graph: Graph, current: frozenset[int], hook: CaptureHook | None,
+               state: Mapping[str, np.ndarray] | None) -> None:
+        self._current = current
         self.graph = graph
         self.hook = hook
         #: variable values carried in from an earlier run, by the spec's variable name
@@ -77,8 +91,7 @@ class Interpreter:
             if plan is None:
                 plan = plan_for(block, self.graph)
             env: dict[str, np.ndarray] = dict(plan.constants)
-            for name, value in zip(block.inputs, values, strict=True):
-                env[name] = value
+            env.update(zip(block.inputs, values))  # noqa: B905 - lengths checked above
             for name, decl in plan.variables:
                 if (decl.variable_name or name) in self.state:
                     env[name] = carried_value(self.state[decl.variable_name or name], decl, decl.variable_name or name)
@@ -91,51 +104,69 @@ class Interpreter:
             hook = self.hook if self.depth == 1 else None
             # inf/NaN data is legitimate: kernels run without numpy's floating-point warnings
             # (one errstate per block, not one per operator)
-            with np.errstate(all="ignore"):
+            restore = quiet()
+            try:
                 if hook is not None:
                     for step in plan.all_steps:
                         self._run_operator(step, env, False)
                 else:
                     # Nothing recording the run: each tensor is dropped after its last use.
-                    self._run_steps(plan.steps, env, record is None)
-            missing = [n for n in block.outputs if n not in env]
-            if missing:
+                    compiled = compiled_steps(plan)
+                    shared = compiled.lock.acquire(blocking=False)
+                    try:
+                        self._run_compiled(compiled.entries, env, record is None, shared)
+                    finally:
+                        if shared:
+                            compiled.lock.release()
+            finally:
+                restore()
+            try:
+                outputs = [env[n] for n in block.outputs]
+            except KeyError:
+                missing = [n for n in block.outputs if n not in env]
                 raise TosaValidationError(
                     f"block {block.name!r}: output tensor(s) {missing} are never produced"
-                )
+                ) from None
             if record is not None:
                 record.update(env)
-            return [env[n] for n in block.outputs]
+            return outputs
         finally:
             self.depth -= 1
 
-    def _run_steps(self, steps: list[Step], env: dict[str, np.ndarray], free: bool) -> None:
-        """The hot loop: call each prepared step and store its outputs (the checks of
-        :meth:`_store` run in full only when a cheap comparison says something is off)."""
-        for step in steps:
-            if step.error_before is not None:
-                raise step.error_before
-            call = OpCall(step.index, step.operator, [env[n] for n in step.inputs], step.input_decls,
-                          step.output_decls, self)
+    def _run_compiled(self, compiled: list[tuple], env: dict[str, np.ndarray], free: bool, shared: bool) -> None:
+        """The hot loop over :func:`~tosa_verify._runpath.compiled_steps`: call each step and
+        store its output (the checks of :meth:`_store` run in full only when a cheap comparison
+        says something is off, or the step has more than one output or an output ERROR_IF).
+
+        ``shared``: this run holds the plan's lock, so it fills each step's own OpCall instead of
+        making one per step; the call keeps none of the run's arrays after its step."""
+        for fn, get, arity, single, names, call, step in compiled:
+            inputs = [get(env)] if arity == 1 else [*get(env)] if arity else []
+            if shared:
+                call.inputs, call.runtime, call._extra = inputs, self, None
+            else:
+                call = OpCall(call.index, call.operator, inputs, call.input_decls, call.output_decls, self)
             try:
-                results = step.fn(call)
+                results = fn(call)
             except TosaError:
                 raise
             except _CAUGHT as exc:
                 raise _op_failure(step, call, exc) from exc
-            outputs = step.outputs
             if type(results) is not list:
                 results = list(results)
-            if step.error_after is not None or len(results) != len(outputs):
+            if shared:
+                call.inputs = call.runtime = None
+            if single is None or len(results) != 1:
                 self._store(step, call, results, env)
             else:
-                for (name, working, shape), value in zip(outputs, results):  # noqa: B905 - lengths checked
-                    if type(value) is not np.ndarray or value.dtype != working or value.shape != shape:
-                        self._store(step, call, results, env)
-                        break
+                name, working, shape = single
+                value = results[0]
+                if type(value) is not np.ndarray or value.dtype != working or value.shape != shape:
+                    self._store(step, call, results, env)
+                else:
                     env[name] = value
             if free:
-                for name in step.free:
+                for name in names:
                     env.pop(name, None)
 
     def _run_operator(self, step: Step, env: dict[str, np.ndarray], free: bool) -> None:
@@ -266,16 +297,20 @@ def run(source: Source, inputs: Inputs, *, capture: bool = False,
     """
     graph = cached_graph(source)
     block = graph.main
-    values = bind_inputs(block, inputs)
+    current = current_blocks(graph)  # (the graph-only work of a run is cached with its plans)
+    io = run_io(graph)
+    values = bind_fast(io, inputs) or bind_inputs(block, inputs)
+    # refuse a graph over the memory budget before anything runs (after the inputs' checks)
+    check_need(*cached_graph_memory(graph))
     record: dict[str, np.ndarray] | None = {} if capture or variables is not None else None
-    interpreter = Interpreter(graph, state=variables)
+    interpreter = Interpreter._verified(graph, current, variables)
     outputs = interpreter.run_block(block, values, record=record)
     if variables is not None:
         _keep_variables(block, interpreter, record, variables)
-    decls = [block.tensors.get(n) or block.shapes.get(n) for n in block.outputs]
     # A constant output is shared with the graph (and the next run): the caller gets a copy.
-    outputs = [to_reference_form(v if v.flags.writeable else v.copy(), d.dtype)
-               for v, d in zip(outputs, decls, strict=True)]
+    outputs = [v if plain else to_reference_form(v, dtype)
+               for v, (_, dtype, plain) in zip(  # noqa: B905 - one value per output
+                   (v if v.flags.writeable else v.copy() for v in outputs), io[2])]
     if not capture:
         return outputs
     tensors = {}

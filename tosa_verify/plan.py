@@ -27,7 +27,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
 from operator import attrgetter, is_
 
 import numpy as np
@@ -146,43 +145,86 @@ class _PlanRuntime:
         self.kernels: dict[tuple, Callable] = {}
 
 
-_SHAPE, _ATTRS = attrgetter("shape"), attrgetter("attrs")
-
-
-def _graph_snapshot(graph: Graph) -> list[tuple]:
-    """What a graph's plans and memory bound depend on that a caller could replace, per block:
-    the block, its operators (and their attributes and op functions), tensor declarations (and
-    their data and shapes) and interface. The objects themselves are kept: :func:`_unchanged`
-    compares them by identity with C-level ``map`` calls (it runs on every run of a caller's
-    Graph)."""
-    snapshot = []
+def _graph_snapshot(graph: Graph) -> tuple[list[tuple], tuple[str, ...], tuple]:
+    """What a graph's plans and memory bound depend on that a caller could replace: per block,
+    the block, its operators (their op names and attributes), tensor declarations (their data
+    and shapes) and interface; and the op function of every op name used. The objects
+    themselves are kept: :func:`_unchanged` compares them by identity (op names and shapes by
+    value); it runs on every run of a caller's Graph, so with list comprehensions and C-level
+    ``map``, no Python call per object."""
+    blocks = []
     for region in graph.regions:
         for block in region.blocks:
             ops = block.operators
             decls = [*block.tensors.values(), *block.shapes.values()]
-            snapshot.append((block, ops, [*ops, *map(REGISTRY.get, map(_OP, ops)), *map(_ATTRS, ops)],
-                             [*decls, *map(_DATA, decls), *map(_SHAPE, decls)],
-                             block.inputs[:], block.outputs[:]))
-    return snapshot
+            objects = [*ops, *[o.attrs for o in ops], *decls, *[d.data for d in decls]]
+            blocks.append((block, ops, [o.op for o in ops], [d.shape for d in decls], objects,
+                           block.inputs[:], block.outputs[:]))
+    names = tuple({name: None for b in blocks for name in b[2]})
+    return blocks, names, tuple(map(REGISTRY.get, names))
 
 
-def _unchanged(graph: Graph, snapshot: list[tuple]) -> bool:
+def _unchanged(graph: Graph, snapshot: tuple[list[tuple], tuple[str, ...], tuple]) -> bool:
     """Whether every object of ``snapshot`` (see :func:`_graph_snapshot`) is still in place."""
+    was_blocks, names, fns = snapshot
     blocks = [b for r in graph.regions for b in r.blocks]
-    if len(blocks) != len(snapshot):
+    if len(blocks) != len(was_blocks) or not all(map(is_, map(REGISTRY.get, names), fns)):
         return False
-    for block, (was, ops, op_objects, decl_objects, inputs, outputs) in zip(blocks, snapshot, strict=True):
-        if block is not was or block.operators is not ops or len(op_objects) != 3 * len(ops):
+    for block, (was, ops, op_names, shapes, objects, inputs, outputs) in zip(blocks, was_blocks, strict=True):
+        if block is not was or block.operators is not ops or len(ops) != len(op_names) \
+                or block.inputs != inputs or block.outputs != outputs:
             return False
-        tensors, shapes = block.tensors, block.shapes
-        if len(decl_objects) != 3 * (len(tensors) + len(shapes)) or block.inputs != inputs \
-                or block.outputs != outputs:
-            return False
-        decls = (*tensors.values(), *shapes.values())
-        if not (all(map(is_, op_objects, chain(ops, map(REGISTRY.get, map(_OP, ops)), map(_ATTRS, ops))))
-                and all(map(is_, decl_objects, chain(decls, map(_DATA, decls), map(_SHAPE, decls))))):
+        decls = [*block.tensors.values(), *block.shapes.values()]
+        # op names and shapes compare by value (list ==, identical items cost no call): an equal
+        # name finds the same op function, an equal shape tuple is the same shape; the rest by
+        # identity, in one pass: operators, their attributes, declarations, their data
+        if len(decls) != len(shapes) or [o.op for o in ops] != op_names or [d.shape for d in decls] != shapes \
+                or not all(map(is_, [*ops, *[o.attrs for o in ops], *decls, *[d.data for d in decls]], objects)):
             return False
     return True
+
+
+def current_blocks(graph: Graph) -> frozenset[int]:
+    """The ids of ``graph``'s blocks, whose cached plans are current (see :func:`verify_graph`,
+    which also checks the memory budget).
+
+    >>> current_blocks(load("model.tosa"))   # doctest: +SKIP
+    frozenset({140230...})
+    """
+    state = graph.__dict__.get("_verified")
+    sealed = graph.__dict__.get("_sealed", False)
+    if state is None or not _still_valid(graph, state, sealed):
+        blocks = [b for r in graph.regions for b in r.blocks]
+        for block in blocks:
+            block.__dict__.pop("_plan", None)
+        graph.__dict__.pop("_memory", None)
+        snapshot = _graph_snapshot(graph)
+        if sealed:  # never edited: only the op functions are compared
+            snapshot = ([], *snapshot[1:])
+        state = (snapshot, frozenset(map(id, blocks)), graph.version, {})
+        graph.__dict__["_verified"] = state
+    return state[1]
+
+
+def _still_valid(graph: Graph, state: tuple, sealed: bool) -> bool:
+    """Whether the plans of ``state`` still hold: built for this version (plans of another
+    accept other types, see :func:`plan_for`) and nothing replaced since, for a sealed graph
+    (never leaves the interpreter) no op function (a test's or caller's wrapper)."""
+    snapshot = state[0]
+    if state[2] != graph.version:
+        return False
+    if sealed:
+        return all(map(is_, map(REGISTRY.get, snapshot[1]), snapshot[2]))
+    return _unchanged(graph, snapshot)
+
+
+def run_cache(graph: Graph) -> dict:
+    """Scratch space for what a run derives from ``graph`` alone (e.g. the interpreter's input
+    binding), emptied with the plans when the graph is edited. Call after :func:`current_blocks`.
+
+    >>> current_blocks(g); run_cache(g)["io"] = ...   # doctest: +SKIP
+    """
+    return graph.__dict__["_verified"][3]
 
 
 def verify_graph(graph: Graph) -> frozenset[int]:
@@ -191,28 +233,14 @@ def verify_graph(graph: Graph) -> frozenset[int]:
 
     The memory need and the plans are kept on the graph and dropped when the graph was edited
     since (an object of its snapshot was replaced, see :func:`_unchanged`). A graph of
-    :func:`cached_graph` never leaves the interpreter, so it is never compared.
+    :func:`cached_graph` never leaves the interpreter, so only its op functions are compared.
 
     >>> verify_graph(load("model.tosa"))   # doctest: +SKIP
     frozenset({140230...})
     """
-    state = graph.__dict__.get("_verified")
-    sealed = graph.__dict__.get("_sealed", False)
-    if sealed and state is not None and tuple(map(REGISTRY.get, state[2])) != state[3]:
-        state = None  # an op function was replaced (a test's or caller's wrapper) since
-    if state is not None and state[4] != graph.version:
-        state = None  # plans built for another version accept other types (see plan_for)
-    if state is None or not (sealed or _unchanged(graph, state[0])):
-        blocks = [b for r in graph.regions for b in r.blocks]
-        for block in blocks:
-            block.__dict__.pop("_plan", None)
-        graph.__dict__.pop("_memory", None)
-        names = tuple(op.op for b in blocks for op in b.operators)
-        state = (None if sealed else _graph_snapshot(graph), frozenset(map(id, blocks)), names,
-                 tuple(map(REGISTRY.get, names)), graph.version)
-        graph.__dict__["_verified"] = state
+    current = current_blocks(graph)
     check_need(*cached_graph_memory(graph))
-    return state[1]
+    return current
 
 
 def _validation_error(index: int, operator: Operator, message: str, names: Sequence[str],

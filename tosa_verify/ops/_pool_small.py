@@ -5,8 +5,9 @@ numpy call or three per tap) costs far more than the arithmetic. Here the window
 precomputed index into the input, with one extra row that every padded position reads: 0 for
 the average's zero-point-shifted sum (a padded position is not counted, and the window counts
 come from the general set-up), the type's minimum for the maximum (which every in-range value
-reaches, and a window always holds one since pad < kernel). Integers only: the sum and the
-maximum are exact whatever the order, while float maxima have the spec's tie and NaN rules.
+reaches, and a window always holds one since pad < kernel). The integer sum and maximum are
+exact whatever the order; a float maximum follows the spec's tie and NaN rules (see
+:func:`small_float_max_pool`).
 
 >>> kernel = small_max_pool(kernel, stride, pad, (1, 16, 16, 8), (8, 8), "INT8")   # doctest: +SKIP
 """
@@ -79,3 +80,53 @@ def small_avg_pool(p: dict, in_shape) -> Callable | None:
         return [acc.astype(working)]
 
     return small_avg_pool
+
+
+def small_float_max_pool(kernel, stride, pad, in_shape, out_hw, dt: str, mode: str) -> Callable | None:
+    """The small-tensor kernel of a float MAX_POOL2D (checks done), or None.
+
+    The spec folds ``apply_max_s`` over each window in (ky, kx) order; as one reduction over the
+    gathered windows: PROPAGATE is ``np.maximum`` (a NaN wins; padding reads -inf, which no real
+    value loses to), IGNORE is ``np.fmax`` (NaN ignored, an all-NaN window stays NaN; padding
+    reads NaN). Equal values have equal bits except the zeros: a zero maximum takes the first
+    zero in scan order, as the fold's ``acc >= value ? acc : value`` keeps the earlier value.
+    float32 holds every FP16/BF16/FP8 value, so the comparisons and the cast back are exact.
+    """
+    if not _small(kernel, in_shape, out_hw):
+        return None
+    n, ih, iw, c = in_shape
+    index = windows(kernel, stride, (1, 1), pad, (ih, iw), out_hw)  # [OH*OW, KH*KW]
+    working, hw, out_shape = dtype_info(dt).working, ih * iw, (n, *out_hw, c)
+    ufunc, fill = (np.fmax, np.nan) if mode == "IGNORE" else (np.maximum, -np.inf)
+
+    def small_float_max_pool(run: OpCall) -> list[np.ndarray]:
+        window = padded_rows(run.inputs[0], n, hw, c, np.float32, fill=fill)[:, index]
+        result = ufunc.reduce(window, axis=2)  # [N, OH*OW, C]
+        if (result == 0).any():
+            first = np.argmax(window == 0, axis=2)[:, :, None]
+            result = np.where(result == 0, np.take_along_axis(window, first, axis=2)[:, :, 0], result)
+        return [result.reshape(out_shape).astype(working, copy=False)]
+
+    return small_float_max_pool
+
+
+def small_float_avg_pool(p: dict, in_shape) -> Callable | None:
+    """The small-tensor kernel of an FP32/FP16 AVG_POOL2D (``p`` from
+    ``pooling._avg_pool_params``, checks done), or None: each window's in-range values summed in
+    float64 (padding reads +0.0, which changes no sum; the final ``+ 0.0`` gives the spec's +0
+    accumulator start for a window of -0.0 values), divided by its count, rounded once."""
+    kernel, out_shape = p["kernel"], p["shape"]
+    if p["dt"] not in ("FP32", "FP16") or not _small(kernel, in_shape, out_shape[1:3]):
+        return None
+    n, ih, iw, c = in_shape
+    index = windows(kernel, p["stride"], (1, 1), p["pad"], (ih, iw), out_shape[1:3])
+    count = p["count"].reshape(1, -1, 1).astype(np.float64)  # [1, OH*OW, 1]
+    working, hw = dtype_info(p["dt"]).working, ih * iw
+
+    def small_float_avg_pool(run: OpCall) -> list[np.ndarray]:
+        total = padded_rows(run.inputs[0], n, hw, c, np.float64)[:, index].sum(axis=2)
+        total += 0.0
+        total /= count
+        return [total.reshape(out_shape).astype(working)]
+
+    return small_float_avg_pool

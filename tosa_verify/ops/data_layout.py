@@ -109,8 +109,8 @@ def prepare_reshape(call: OpCall):
     """RESHAPE with a constant shape operand: every check once; a run only reshapes."""
     if len(call.inputs) != 2 or call.inputs[1] is None:
         return None
-    shape = _reshape_checks(call)
-    return lambda run: [np.reshape(run.inputs[0], shape)]
+    shape = tuple(_reshape_checks(call))
+    return lambda run: [run.inputs[0].reshape(shape)]  # (the method: no dispatch wrapper)
 
 
 def _reshape_checks(call: OpCall) -> tuple[int, ...]:
@@ -199,7 +199,8 @@ def transpose(call: OpCall) -> list[np.ndarray]:
 def prepare_transpose(call: OpCall):
     """TRANSPOSE with its (static) checks made once."""
     perms = _transpose_checks(call)
-    return lambda run: [np.ascontiguousarray(np.transpose(run.inputs[0], perms))]
+    perms = tuple(perms)
+    return lambda run: [run.inputs[0].transpose(perms).copy()]  # a C-contiguous copy, as before
 
 
 def _transpose_checks(call: OpCall) -> list[int]:

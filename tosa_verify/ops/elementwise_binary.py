@@ -405,21 +405,24 @@ def prepare_table(call: OpCall):
         by_bits = np.concatenate((values[128:], values[:128]))
         return lambda run: [by_bits[run.inputs[0].view(np.uint8)]]
     tab = np.asarray(call.inputs[1]).astype(I64).reshape(-1)
-    # int16: whether every slope fits int16 (then no lookup can break the REQUIRE)
+    # int16: the entries whose slope breaks apply_lookup_s's REQUIRE (slope fits int16)
     lo, hi = int_range("INT16")
     slopes = np.diff(tab)
-    slopes_fit = bool(((slopes >= lo) & (slopes <= hi)).all())
-    if not slopes_fit or _working(call) != np.int32:
-        return lambda run: [_lookup(run, run.inputs[0], tab, slopes_fit)]
-    # apply_lookup_s in int32, exactly: base << 7 is 23 bits, |slope * fraction| < 2**22.
-    # (value + 32768) is the int16's bit pattern with the sign bit flipped; its low 7 bits
-    # equal value & 0x7F (32768 is a multiple of 128).
+    unfit = (slopes < lo) | (slopes > hi)
+    if _working(call) != np.int32:
+        return lambda run: [_lookup(run, run.inputs[0], tab, not unfit.any())]
+    # apply_lookup_s in int32, exactly: base << 7 is 23 bits, |slope * fraction| < 2**24 for
+    # int16 entries. (value + 32768) is the int16's bit pattern with the sign bit flipped; its
+    # low 7 bits equal value & 0x7F (32768 is a multiple of 128).
     base7 = (tab[:512] << 7).astype(np.int32)
     slope = slopes.astype(np.int32)
+    unfit = unfit if unfit.any() else None
 
     def kernel(run: OpCall) -> list[np.ndarray]:
         biased = run.inputs[0].view(np.uint16) ^ np.uint16(0x8000)
         index = biased >> np.uint16(7)
+        if unfit is not None and unfit[index].any():  # the general path reports the REQUIRE
+            return [_lookup(run, run.inputs[0], tab, False)]
         return [base7[index] + slope[index] * (biased & np.uint16(0x7F))]
 
     return kernel

@@ -196,5 +196,17 @@ _FP_UNARY = {"CEIL": np.ceil, "FLOOR": np.floor, "COS": np.cos, "SIN": np.sin, "
 def prepare_fp_unary(call: OpCall):
     """The float64-evaluated unary ops with their (static) checks made once."""
     _, dt = _unary(call, _FP)
+    if call.op == "RECIPROCAL" and dt in ("FP32", "FP16"):
+        # IEEE division rounds 1 / x once in the working type, as float64 then one rounding
+        # does (float64 holds 2 * 24 + 2 bits: the double rounding is innocuous)
+        return lambda run: [np.divide(1.0, run.inputs[0], dtype=run.inputs[0].dtype)]
     fn, rounded = _FP_UNARY[call.op], float_rounder(dt)
+    if call.op == "EXP":
+        return lambda run: [rounded(_exp_f64(run.inputs[0]))]
     return lambda run: [rounded(fn(run.inputs[0].astype(np.float64)))]
+
+
+def _exp_f64(x: np.ndarray) -> np.ndarray:
+    """``np.exp`` of ``x`` widened to float64, in place in the widened copy."""
+    wide = x.astype(np.float64)
+    return np.exp(wide, out=wide)

@@ -16,7 +16,7 @@ from ..numerics import apply_scale_32, int_range, reciprocal_scale, wrap
 from ._int64 import int64_if_11
 from ._layout_support import shape_input
 from ._levels import MAX_KERNEL, MAX_RANK, MAX_STRIDE
-from ._pool_small import small_avg_pool, small_max_pool
+from ._pool_small import small_avg_pool, small_float_avg_pool, small_float_max_pool, small_max_pool
 from ._tensor_common import (
     F64,
     INT64,
@@ -130,8 +130,9 @@ def prepare_avg_pool2d(call: OpCall):
     if len(call.inputs) != 3 or call.inputs[1] is None or call.inputs[2] is None:
         return None
     p = _avg_pool_setup(call)
-    small = None if _is_float(p["dt"]) else small_avg_pool(p, tuple(call.input_decls[0].shape))
-    return small or _quiet(lambda run: [_avg_pool(run, p)])
+    shape = tuple(call.input_decls[0].shape)
+    small = small_float_avg_pool(p, shape) if _is_float(p["dt"]) else small_avg_pool(p, shape)
+    return small or (lambda run: [_avg_pool(run, p)])  # (run and fold: warnings off)
 
 
 def _avg_pool_setup(call: OpCall) -> dict:
@@ -226,11 +227,15 @@ def max_pool2d_adaptive(call: OpCall) -> list[np.ndarray]:
 
 @register_prepare("MAX_POOL2D")
 def prepare_max_pool2d(call: OpCall):
-    """Integer MAX_POOL2D on a small tensor: checks once, one gather per run (see ``_pool_small``)."""
+    """MAX_POOL2D on a small tensor: checks once, one gather per run (see ``_pool_small``)."""
     call.check_arity(1, 1)
     dt, kernel, stride, pad = _max_pool_checks(call, _pool_attrs(call))
     if _is_float(dt):
-        return None
+        if dt not in ("FP32", "FP16"):
+            return None
+        mode = call.attrs.get("nan_mode", "PROPAGATE")
+        return small_float_max_pool(kernel, stride, pad, tuple(call.input_decls[0].shape), call.out_shape()[1:3],
+                                    dt, "IGNORE" if mode == "IGNORE" else "PROPAGATE")
     return small_max_pool(kernel, stride, pad, tuple(call.input_decls[0].shape), call.out_shape()[1:3], dt)
 
 

@@ -103,15 +103,19 @@ def _extreme_values(x: np.ndarray, axis: int, dtype: str, mode: str, largest: bo
     # apply_max_s (``a >= b ? a : b``: the first of tied zeros wins) and apply_min_s
     # (``a < b ? a : b``: the last wins). Either sign is allowed, but following the fold keeps
     # us bit-identical with the reference model.
-    zeros = xf == 0
-    if zeros.any():
+    # (only a zero result can be a tied zero: the whole input is compared only then; NaN is
+    # truthy, so ``all()`` is False exactly when some result is ±0)
+    if not result.all():
+        zeros = xf == 0
         if largest:
             pick = np.argmax(zeros, axis=axis)
         else:
             pick = zeros.shape[axis] - 1 - np.argmax(np.flip(zeros, axis=axis), axis=axis)
         chosen = np.take_along_axis(xf, np.expand_dims(pick, axis), axis=axis)
         result = np.where(result == 0, chosen, result)
-    return result.astype(dtype_info(dtype).working, copy=False)  # (result is new: no alias of x)
+    if x.dtype == np.float32:  # FP32: result is new, of the working dtype
+        return result
+    return result.astype(dtype_info(dtype).working)
 
 
 @register("REDUCE_MAX")
@@ -150,9 +154,32 @@ def prepare_reduce_sum(call: OpCall):
         # _sum's float path without its copies: float64 accumulators (dtype=), one rounding by
         # numpy's cast (round_to_float's for these types; a run already ignores overflow)
         working = dtype_info(dtype).working
-        return lambda run: [(np.add.reduce(run.inputs[0], axis=axis, dtype=np.float64, keepdims=True)
-                             + 0.0).astype(working)]
+        return lambda run: [_sum_f64(run.inputs[0], axis).astype(working)]
+    if dtype == "INT32":
+        return _int32_sum_kernel(axis, call.input_decls[0].shape[axis])
     return lambda run: [_sum(run, run.inputs[0], axis, dtype)]
+
+
+def _int32_sum_kernel(axis: int, length: int):
+    """:func:`_sum`'s INT32 path for an axis of ``length``: when no partial sum can leave int32
+    (``length`` times the largest magnitude inside it), the int64 sum cast back; otherwise
+    :func:`_sum`, which checks the partial sums' REQUIRE."""
+    hi = int_range("INT32")[1]
+
+    def int32_sum(run: OpCall) -> list[np.ndarray]:
+        x = run.inputs[0]
+        if x.size and max(-int(x.min()), int(x.max())) * length > hi:
+            return [_sum(run, x, axis, "INT32")]
+        return [np.add.reduce(x, axis=axis, dtype=np.int64, keepdims=True).astype(np.int32)]
+
+    return int32_sum
+
+
+def _sum_f64(x: np.ndarray, axis: int) -> np.ndarray:
+    """The float64 sum of ``x`` along ``axis`` (kept), from the spec's +0 accumulator."""
+    total = np.add.reduce(x, axis=axis, dtype=np.float64, keepdims=True)
+    total += 0.0
+    return total
 
 
 def _sum(call: OpCall, x: np.ndarray, axis: int, dtype: str) -> np.ndarray:

@@ -77,6 +77,7 @@ def register_prepare(*op_names: str) -> Callable[[Callable], Callable]:
     kernel ``kernel(call) -> outputs`` that only computes (with the data-dependent checks); or
     None to keep the op function. It must *raise* (``call.error_if``) where the op function
     would, so that a bad operator keeps its op function and reports at run time, in order.
+    The kernel is called with numpy's floating-point warnings off (a run and a plan's fold).
 
     >>> @register("EXAMPLE_NOP")
     ... def nop(call):

@@ -30,6 +30,7 @@ from ._tensor_common import (
     _IM2COL_MAX_K,
     F64,
     INT64,
+    TINY_GEMM,
     _check_bias,
     _check_rank,
     _check_zero_point,
@@ -329,7 +330,7 @@ def prepare_conv(call: OpCall):
             shifted -= wzp
         weights["l1"] = _l1_max(shifted, 0)  # weight [OC, *K, IC]
     small = small_conv2d(p, weights, tuple(call.input_decls[0].shape)) if call.op == "CONV2D" else None
-    return small or _quiet(lambda run: [_conv_run(run, p, weights)])
+    return small or (lambda run: [_conv_run(run, p, weights)])  # (run and fold: warnings off)
 
 
 @register(
@@ -499,8 +500,14 @@ def prepare_matmul(call: OpCall):
     params = _matmul_checks(call)
     in_dt, out_dt, _, a_zp, b_zp = params
     shapes = (tuple(call.input_decls[0].shape), tuple(call.input_decls[1].shape))
-    small = None if _is_float(in_dt) else small_matmul(in_dt, out_dt, shapes, a_zp, b_zp)
-    return small or _quiet(lambda run: [_matmul(run, *params)])
+    # (a prepared kernel runs with numpy's floating-point warnings off: in a run and in a fold)
+    if _is_float(in_dt):
+        if in_dt in ("FP32", "FP16") and math.prod(shapes[0]) * shapes[1][2] < TINY_GEMM:
+            # _matmul's float path for a product _gemm would pass straight to np.matmul
+            working = dtype_info(out_dt).working
+            return lambda run: [np.matmul(run.inputs[0].astype(F64), run.inputs[1].astype(F64)).astype(working)]
+        return lambda run: [_matmul(run, *params)]
+    return small_matmul(in_dt, out_dt, shapes, a_zp, b_zp) or (lambda run: [_matmul(run, *params)])
 
 
 def _rank3_operands(call: OpCall) -> tuple:
