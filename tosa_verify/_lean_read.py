@@ -154,7 +154,7 @@ class _Buffer:
         """Declines unless the other fields the table at ``pos`` sets hold their defaults."""
         buf, u32 = self.buf, self.u32
         for off, size in scalars:  # another scalar field written: it must be zero
-            if any(buf[pos + off:pos + off + size]):
+            if pos + off + size > self.size or any(buf[pos + off:pos + off + size]):
                 raise _Decline
         for off in lengths:  # another string or vector written: it must be empty
             at = pos + off
@@ -338,10 +338,9 @@ def _shape(b: _Buffer, pos: int, make: Callable):
 
 def _operators(b: _Buffer, positions: list[int], make: Callable) -> list:
     """Each operator table as ``make(op code, attribute type, attribute table position or 0,
-    inputs, outputs, location)``; the attribute table's vtable is checked to lie in the buffer
-    (``make`` reads no field of an attribute type without fields)."""
+    inputs, outputs, location)`` (``make`` reads the attribute table, or checks its bounds)."""
     buf, u32, i32, size, seen = b.buf, b.u32, b.i32, b.size, b.seen["TosaOperator"]
-    seen_location, seen_attribute = b.seen["OpLocation"], set()
+    seen_location = b.seen["OpLocation"]
     out, aligned = [], 0
     for pos in positions:  # (aligned, as tables() checks)
         vt = pos - i32[pos >> 2]
@@ -352,11 +351,6 @@ def _operators(b: _Buffer, positions: list[int], make: Callable) -> list:
         attribute = location = 0
         if o_attr:
             attribute = pos + o_attr + u32[(pos + o_attr) >> 2]
-            vt = attribute - i32[attribute >> 2]
-            if vt not in seen_attribute:
-                _check_vtable(b, vt, kind)
-                seen_attribute.add(vt)
-            aligned |= attribute
         if o_loc:
             loc = pos + o_loc + u32[(pos + o_loc) >> 2]
             vt = loc - i32[loc >> 2]
@@ -377,14 +371,6 @@ def _operators(b: _Buffer, positions: list[int], make: Callable) -> list:
     if aligned & 3:  # (every read above stayed inside the buffer)
         raise _Decline
     return out
-
-
-def _check_vtable(b: _Buffer, vt: int, kind: int) -> None:
-    """Declines unless the vtable of an attribute table of type ``kind`` at ``vt`` lies in the buffer."""
-    if not kind or vt < 0 or vt + 4 > b.size:
-        raise _Decline  # (an attribute without a type: the per-table reader reads it)
-    if vt + 4 + 2 * (max((b.buf[vt] | b.buf[vt + 1] << 8) - 4, 0) >> 1) > b.size:
-        raise _Decline
 
 
 def _strings(buf: bytes, u32: memoryview, size: int, at: int) -> list[str]:

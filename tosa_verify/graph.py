@@ -412,12 +412,17 @@ class _TooLarge(Exception):
 def _lean_makers(buf: bytes, op_names: dict[int, str]) -> _lean_read.Makers:
     """The constructors :func:`._lean_read.read_graph` calls for ``buf``; an unusual value makes
     them raise, so that the per-table reader reads the graph and reports any error."""
-    fieldless = _FIELDLESS
+    fieldless, vtables = _FIELDLESS, set()
 
     def operator(code: int, kind: int, at: int, inputs: list, outputs: list, location: str) -> Operator:
         # (an unknown op code or attribute type is a KeyError)
-        attrs = {} if fieldless[kind] else _lean_attributes(buf, at, kind)
-        return Operator(op_names[code], attrs, inputs, outputs, location)
+        if not fieldless[kind]:
+            return Operator(op_names[code], _lean_attributes(buf, at, kind), inputs, outputs, location)
+        if at:  # no field to read (CONST's attribute, or none), only the table's bounds to check
+            _check_table(buf, at, vtables)
+        elif kind:
+            raise KeyError(kind)  # (a missing attribute: the per-table reader reports it)
+        return Operator(op_names[code], {}, inputs, outputs, location)
 
     def shape(name: str, rank: int, start: int, length: int) -> Tensor:
         data = decode_constant(np.frombuffer(buf, np.uint8, length, start), "SHAPE", (rank,)) if length else None
@@ -454,16 +459,7 @@ def _read_tensors(block: Table, fb: dict[str, Field]) -> list[Tensor]:
 
 
 def _read_operators(block: Table, fb: dict[str, Field], op_names: dict[int, str]) -> list[Operator]:
-    buf, vtables = block.buf, set()
-
-    def make(code, kind, at, inputs, outputs, location) -> Operator:
-        op_name = op_names[code]  # (a KeyError: read table by table, which names the operator)
-        if at and kind and _FIELDLESS[kind]:  # (CONST's: no field to read, only the table's bounds)
-            _check_table(buf, at, vtables)
-            return Operator(op_name, {}, inputs, outputs, location)
-        attribute = Table(buf, at) if at else None
-        return Operator(op_name, _read_attributes(attribute, kind, op_name), inputs, outputs, location)
-
+    make = _lean_makers(block.buf, op_names).operator
     operators = _bulk_read.read_operators(block, fb["Operators"], make)
     if operators is not None:
         return operators
