@@ -29,7 +29,7 @@ import struct
 import sys
 from collections.abc import Callable
 from functools import reduce
-from operator import add, or_
+from operator import add, itemgetter, or_
 from typing import NamedTuple
 
 from ._flatbuffer import Field, table_layout
@@ -105,8 +105,28 @@ def _decode_vtable(table: str, key: bytes) -> tuple:
             lengths.append(off)
         else:
             raise _Decline
-    return tuple(offset(layout[name]) for name in read), tuple(scalars), tuple(lengths)
+    read_offsets = tuple(offset(layout[name]) for name in read)
+    return read_offsets, tuple(scalars), tuple(lengths), *_inline_reader([layout[name] for name in read], read_offsets)
 
+
+def _inline_reader(fields: list[Field], offsets: tuple[int, ...]) -> tuple[Callable, Callable]:
+    """(one ``unpack_from`` of a table's inline values of ``fields`` at ``offsets``, in offset
+    order; the ``itemgetter`` that puts them in field order from its result plus ``(0,)``): a
+    scalar's value (0 when absent: the tables read this way have no other default) and an offset
+    field's offset from its own position."""
+    present = sorted((off, i) for i, off in enumerate(offsets) if off)
+    fmt, end = "<", 0
+    for off, i in present:
+        code = fields[i].fmt if fields[i].kind == "scalar" else "I"
+        if off < end:
+            raise _Decline  # (overlapping fields)
+        fmt, end = fmt + f"{off - end}x{code}", off + _SIZES[code]
+    where = {i: k for k, (_, i) in enumerate(present)}
+    return struct.Struct(fmt).unpack_from, itemgetter(*(where.get(i, len(present)) for i in range(len(fields))))
+
+
+#: What ``order`` (see :func:`_inline_reader`) picks for an absent field.
+_ABSENT = (0,)
 
 _SIZES = {"?": 1, "b": 1, "B": 1, "h": 2, "H": 2, "i": 4, "I": 4, "f": 4, "q": 8, "Q": 8, "d": 8}
 
@@ -128,7 +148,7 @@ class _Buffer:
         if pos & 3:
             raise _Decline
         vt = pos - self.i32[pos >> 2]
-        offsets, scalars, lengths = self.seen[table].get(vt) or self.vtable(table, vt)
+        offsets, scalars, lengths = (self.seen[table].get(vt) or self.vtable(table, vt))[:3]
         if scalars or lengths:
             self.check_defaults(pos, scalars, lengths)
         return offsets
@@ -290,7 +310,9 @@ def _tensors(b: _Buffer, positions: list[int], make: Callable) -> list:
     out, aligned = [], 0
     for pos in positions:  # (aligned, as tables() checks)
         vt = pos - i32[pos >> 2]
-        (o_name, o_shape, o_type, o_data), scalars, lengths = seen.get(vt) or b.vtable("TosaTensor", vt)
+        (o_name, o_shape, o_type, o_data), scalars, lengths, inline, order = (
+            seen.get(vt) or b.vtable("TosaTensor", vt))
+        name, shape, code, data = order(inline(buf, pos) + _ABSENT)
         if scalars:
             b.check_defaults(pos, scalars, ())
         for at in lengths:  # (a lowered graph's tensors write an empty VariableName and ScaleData)
@@ -298,17 +320,14 @@ def _tensors(b: _Buffer, positions: list[int], make: Callable) -> list:
             if u32[at >> 2]:
                 raise _Decline
             aligned |= at
-        at = pos + o_name
-        start = at + u32[at >> 2] + 4
+        start = pos + o_name + name + 4
         end = start + u32[(start >> 2) - 1]
         if end > size or not o_name:
             raise _Decline
         name = buf[start:end].decode("utf8")
         aligned |= start
-        shape = ()
         if o_shape:
-            at = pos + o_shape
-            start = at + u32[at >> 2] + 4
+            start = pos + o_shape + shape + 4
             count = u32[(start >> 2) - 1]
             if start + 4 * count > size:
                 raise _Decline
@@ -318,13 +337,12 @@ def _tensors(b: _Buffer, positions: list[int], make: Callable) -> list:
                 raise _Decline
         start = length = 0
         if o_data:
-            at = pos + o_data
-            start = at + u32[at >> 2] + 4
+            start = pos + o_data + data + 4
             length = u32[(start >> 2) - 1]
             if start + length > size:
                 raise _Decline
             aligned |= start
-        out.append(make(name, shape, u32[(pos + o_type) >> 2] if o_type else 0, start, length))
+        out.append(make(name, shape or (), code, start, length))
     if aligned & 3:  # (every read above stayed inside the buffer)
         raise _Decline
     return out
@@ -344,17 +362,16 @@ def _operators(b: _Buffer, positions: list[int], make: Callable) -> list:
     out, aligned = [], 0
     for pos in positions:  # (aligned, as tables() checks)
         vt = pos - i32[pos >> 2]
-        (o_op, o_kind, o_attr, o_in, o_out, o_loc), scalars, lengths = seen.get(vt) or b.vtable("TosaOperator", vt)
+        (o_op, o_kind, o_attr, o_in, o_out, o_loc), scalars, lengths, inline, order = (
+            seen.get(vt) or b.vtable("TosaOperator", vt))
+        code, kind, attribute, inputs, outputs, loc = order(inline(buf, pos) + _ABSENT)
         if scalars or lengths:
             b.check_defaults(pos, scalars, lengths)
-        kind = buf[pos + o_kind] if o_kind else 0
-        attribute = location = 0
-        if o_attr:
-            attribute = pos + o_attr + u32[(pos + o_attr) >> 2]
+        location = ""
         if o_loc:
-            loc = pos + o_loc + u32[(pos + o_loc) >> 2]
+            loc += pos + o_loc
             vt = loc - i32[loc >> 2]
-            ((o_text,), scalars, lengths) = seen_location.get(vt) or b.vtable("OpLocation", vt)
+            ((o_text,), scalars, lengths) = (seen_location.get(vt) or b.vtable("OpLocation", vt))[:3]
             if scalars or lengths:
                 b.check_defaults(loc, scalars, lengths)
             if o_text:
@@ -365,25 +382,22 @@ def _operators(b: _Buffer, positions: list[int], make: Callable) -> list:
                 location = buf[start:end].decode("utf8")
                 aligned |= start
             aligned |= loc
-        out.append(make(u32[(pos + o_op) >> 2] if o_op else 0, kind, attribute,
-                        _strings(buf, u32, size, pos + o_in) if o_in else [],
-                        _strings(buf, u32, size, pos + o_out) if o_out else [], location or ""))
+        out.append(make(code, kind, pos + o_attr + attribute if o_attr else 0,
+                        _strings(buf, u32, size, pos + o_in + inputs) if o_in else [],
+                        _strings(buf, u32, size, pos + o_out + outputs) if o_out else [], location))
     if aligned & 3:  # (every read above stayed inside the buffer)
         raise _Decline
     return out
 
 
-def _strings(buf: bytes, u32: memoryview, size: int, at: int) -> list[str]:
-    """The strings of the vector of strings referenced from ``at`` (aligned): :meth:`_Buffer.strings`
-    without the method calls, for the operators' inputs and outputs."""
-    start = at + u32[at >> 2] + 4
-    count = u32[(start >> 2) - 1]
-    if start & 3 or start + 4 * count > size:  # (before allocating by a corrupt count)
+def _strings(buf: bytes, u32: memoryview, size: int, start: int) -> list[str]:
+    """The strings of the vector of strings at ``start``: :meth:`_Buffer.strings` without the
+    method calls, for the operators' inputs and outputs."""
+    count = u32[start >> 2]
+    if start & 3 or start + 4 + 4 * count > size:  # (before allocating by a corrupt count)
         raise _Decline
-    if not count:
-        return []
-    out, aligned = [], start
-    for at in range(start, start + 4 * count, 4):
+    out, aligned = [], 0
+    for at in range(start + 4, start + 4 + 4 * count, 4):
         begin = at + u32[at >> 2] + 4
         end = begin + u32[(begin >> 2) - 1]
         if end > size:
