@@ -153,15 +153,18 @@ class _Buffer:
             self.check_defaults(pos, scalars, lengths)
         return offsets
 
-    def vtable(self, table: str, vt: int) -> tuple:
-        """The decoded vtable of ``table`` at ``vt``, from the module's cache after the first time."""
+    def vtable_bounds(self, vt: int) -> int:
+        """The end of the vtable at ``vt``; declines unless it lies in the buffer."""
         if vt < 0 or vt + 4 > self.size:
             raise _Decline
-        size = self.buf[vt] | self.buf[vt + 1] << 8
-        end = vt + 4 + 2 * (max(size - 4, 0) >> 1)
+        end = vt + 4 + 2 * (max((self.buf[vt] | self.buf[vt + 1] << 8) - 4, 0) >> 1)
         if end > self.size:
             raise _Decline
-        key = (table, self.buf[vt:end])
+        return end
+
+    def vtable(self, table: str, vt: int) -> tuple:
+        """The decoded vtable of ``table`` at ``vt``, from the module's cache after the first time."""
+        key = (table, self.buf[vt:self.vtable_bounds(vt)])
         got = _VTABLES.get(key)
         if got is None:
             if len(_VTABLES) >= _MAX_VTABLES:
@@ -356,9 +359,11 @@ def _shape(b: _Buffer, pos: int, make: Callable):
 
 def _operators(b: _Buffer, positions: list[int], make: Callable) -> list:
     """Each operator table as ``make(op code, attribute type, attribute table position or 0,
-    inputs, outputs, location)`` (``make`` reads the attribute table, or checks its bounds)."""
+    inputs, outputs, location)``; the attribute table's bounds are checked here (``make`` reads
+    its fields, if its type has any)."""
     buf, u32, i32, size, seen = b.buf, b.u32, b.i32, b.size, b.seen["TosaOperator"]
-    seen_location = b.seen["OpLocation"]
+    text_at: dict[int, int] = {}  # location vtable -> Text offset, when it sets nothing else
+    checked: set[int] = set()  # attribute vtables
     out, aligned = [], 0
     for pos in positions:  # (aligned, as tables() checks)
         vt = pos - i32[pos >> 2]
@@ -371,9 +376,11 @@ def _operators(b: _Buffer, positions: list[int], make: Callable) -> list:
         if o_loc:
             loc += pos + o_loc
             vt = loc - i32[loc >> 2]
-            ((o_text,), scalars, lengths) = (seen_location.get(vt) or b.vtable("OpLocation", vt))[:3]
-            if scalars or lengths:
-                b.check_defaults(loc, scalars, lengths)
+            o_text = text_at.get(vt)
+            if o_text is None:
+                [o_text] = b.fields("OpLocation", loc)
+                if not any(b.vtable("OpLocation", vt)[1:3]):
+                    text_at[vt] = o_text
             if o_text:
                 start = loc + o_text + u32[(loc + o_text) >> 2] + 4
                 end = start + u32[(start >> 2) - 1]
@@ -382,8 +389,18 @@ def _operators(b: _Buffer, positions: list[int], make: Callable) -> list:
                 location = buf[start:end].decode("utf8")
                 aligned |= start
             aligned |= loc
-        out.append(make(code, kind, pos + o_attr + attribute if o_attr else 0,
-                        _strings(buf, u32, size, pos + o_in + inputs) if o_in else [],
+        if o_in:  # (a CONST's inputs: an empty vector, read here without a call)
+            inputs += pos + o_in
+            aligned |= inputs
+            inputs = _strings(buf, u32, size, inputs) if u32[inputs >> 2] else []
+        if o_attr:  # (its bounds checked as the per-table reader's Table() would, once per vtable)
+            attribute += pos + o_attr
+            aligned |= attribute
+            vt = attribute - i32[attribute >> 2]
+            if vt not in checked:
+                b.vtable_bounds(vt)
+                checked.add(vt)
+        out.append(make(code, kind, attribute, inputs or [],
                         _strings(buf, u32, size, pos + o_out + outputs) if o_out else [], location))
     if aligned & 3:  # (every read above stayed inside the buffer)
         raise _Decline

@@ -412,15 +412,14 @@ class _TooLarge(Exception):
 def _lean_makers(buf: bytes, op_names: dict[int, str]) -> _lean_read.Makers:
     """The constructors :func:`._lean_read.read_graph` calls for ``buf``; an unusual value makes
     them raise, so that the per-table reader reads the graph and reports any error."""
-    fieldless, vtables = _FIELDLESS, set()
+    fieldless = _FIELDLESS
 
     def operator(code: int, kind: int, at: int, inputs: list, outputs: list, location: str) -> Operator:
-        # (an unknown op code or attribute type is a KeyError)
+        # (an unknown op code or attribute type is a KeyError; the caller checked the attribute
+        # table's bounds, all a type without fields, CONST's, needs)
         if not fieldless[kind]:
             return Operator(op_names[code], _lean_attributes(buf, at, kind), inputs, outputs, location)
-        if at:  # no field to read (CONST's attribute, or none), only the table's bounds to check
-            _check_table(buf, at, vtables)
-        elif kind:
+        if kind and not at:
             raise KeyError(kind)  # (a missing attribute: the per-table reader reports it)
         return Operator(op_names[code], {}, inputs, outputs, location)
 
@@ -459,7 +458,13 @@ def _read_tensors(block: Table, fb: dict[str, Field]) -> list[Tensor]:
 
 
 def _read_operators(block: Table, fb: dict[str, Field], op_names: dict[int, str]) -> list[Operator]:
-    make = _lean_makers(block.buf, op_names).operator
+    operator, buf, vtables = _lean_makers(block.buf, op_names).operator, block.buf, set()
+
+    def make(code: int, kind: int, at: int, *rest) -> Operator:
+        if at:  # (the lean reader checks the bounds itself)
+            _check_table(buf, at, vtables)
+        return operator(code, kind, at, *rest)
+
     operators = _bulk_read.read_operators(block, fb["Operators"], make)
     if operators is not None:
         return operators
