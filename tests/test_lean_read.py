@@ -1,7 +1,8 @@
-"""The lean whole-graph reader (``tosa_verify._lean_read``) and its compiled attribute readers
-(``graph._lean_attributes``) give what the per-table reader gives: the same Graph on every
-shipped conformance graph and the checked-in lowered graphs, and on truncated or corrupted bytes
-either the same Graph or, after declining, the per-table reader's error."""
+"""The lean whole-graph reader (``tosa_verify._lean_read``), the column-wise reader
+(``_bulk_read``) and the compiled attribute readers both use (``graph._lean_attributes``) give
+what the per-table reader gives: the same Graph on every shipped conformance graph and the
+checked-in lowered graphs, and on truncated or corrupted bytes either the same Graph or, after
+declining, the per-table reader's error."""
 
 from __future__ import annotations
 
@@ -96,11 +97,23 @@ def test_the_lean_reader_reads_every_graph_as_the_table_reader_does(monkeypatch)
     assert not [n for n in declined if "peer" in n or not n.endswith("test.tosa")]
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_truncated_or_corrupted_bytes_give_the_table_readers_result_or_error(monkeypatch, seed) -> None:
-    monkeypatch.setattr(_lean_read, "MAX_TABLES", 10**6)
+def test_the_column_wise_reader_reads_every_graph_as_the_table_reader_does(monkeypatch) -> None:
+    monkeypatch.setattr(_lean_read, "read_graph", lambda *a: None)
+    monkeypatch.setattr(_bulk_read, "MIN_TABLES", 0)  # (the conformance graphs are small blocks)
+    for _, data in GRAPHS[::3]:
+        _same(_parse(data), _table_read(data, monkeypatch))
+
+
+@pytest.mark.parametrize("reader", ["lean", "column-wise"])
+@pytest.mark.parametrize("seed", range(3))
+def test_truncated_or_corrupted_bytes_give_the_table_readers_result_or_error(monkeypatch, reader, seed) -> None:
+    if reader == "lean":
+        monkeypatch.setattr(_lean_read, "MAX_TABLES", 10**6)
+    else:
+        monkeypatch.setattr(_lean_read, "read_graph", lambda *a: None)
+        monkeypatch.setattr(_bulk_read, "MIN_TABLES", 0)
     rng = random.Random(seed)
-    for _, data in GRAPHS[seed::6]:
+    for _, data in GRAPHS[seed::5]:
         for _ in range(2):
             broken = bytearray(data)
             if rng.random() < 0.3:

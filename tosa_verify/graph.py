@@ -458,14 +458,7 @@ def _read_tensors(block: Table, fb: dict[str, Field]) -> list[Tensor]:
 
 
 def _read_operators(block: Table, fb: dict[str, Field], op_names: dict[int, str]) -> list[Operator]:
-    operator, buf, vtables = _lean_makers(block.buf, op_names).operator, block.buf, set()
-
-    def make(code: int, kind: int, at: int, *rest) -> Operator:
-        if at:  # (the lean reader checks the bounds itself)
-            _check_table(buf, at, vtables)
-        return operator(code, kind, at, *rest)
-
-    operators = _bulk_read.read_operators(block, fb["Operators"], make)
+    operators = _bulk_read.read_operators(block, fb["Operators"], _lean_makers(block.buf, op_names).operator)
     if operators is not None:
         return operators
     fo, text = table_layout("TosaOperator"), table_layout("OpLocation")["Text"]
@@ -481,18 +474,6 @@ def _read_operators(block: Table, fb: dict[str, Field], op_names: dict[int, str]
             location.string(text) if location is not None else "",
         ))
     return operators
-
-
-def _check_table(buf: bytes, at: int, vtables: set[int]) -> None:
-    """Raises IndexError where ``Table(buf, at)`` would (the vtables in ``vtables`` are known good)."""
-    if at + 4 > len(buf):
-        raise IndexError(at)
-    vt = at - _I32(buf, at)[0]
-    if vt in vtables:
-        return
-    if vt < 0 or vt + 4 + 2 * (max(_U16(buf, vt)[0] - 4, 0) >> 1) > len(buf):
-        raise IndexError(vt)
-    vtables.add(vt)
 
 
 def _read_block(block: Table, op_names: dict[int, str]) -> Block:
