@@ -207,14 +207,31 @@ def _read_attributes(table: Table, kind: int, op_name: str) -> dict[str, object]
 _ATTRIBUTE_VTABLES: dict[tuple[int, bytes], tuple] = {}
 
 
-def _lean_attributes(buf: bytes, at: int, kind: int) -> dict[str, object]:
+def _lean_attributes(buf: bytes, at: int, kind: int, seen: dict[int, tuple]) -> dict[str, object]:
     """What :func:`_read_attributes` returns for the attribute table of type ``kind`` at ``at``,
     with one compiled reader per attribute vtable (its layout bytes are the cache key: a
-    schema-level key, no value of the graph is kept); raises on anything unusual, which makes
-    the lean reader decline."""
+    schema-level key, no value of the graph is kept; ``seen`` holds the ones of this buffer by
+    position); raises on anything unusual, which makes the lean reader decline."""
     if not at:
         raise KeyError(kind)  # (a missing attribute: the per-table reader reports it)
     vt = at - _I32(buf, at)[0]
+    compiled = seen.get(vt << 8 | kind)
+    if compiled is None:
+        compiled = seen[vt << 8 | kind] = _attribute_vtable(buf, vt, kind)
+    template, scalars, keys, enums, others = compiled
+    result = dict(template)
+    if keys:
+        result.update(zip(keys, scalars(buf, at), strict=True))
+        for name, names in enums:
+            value = result[name]
+            result[name] = names.get(value, value)
+    for name, f, off, as_bytes in others:
+        result[name] = _attribute_vector(buf, at + off, f, as_bytes)
+    return result
+
+
+def _attribute_vtable(buf: bytes, vt: int, kind: int) -> tuple:
+    """The compiled reader of the attribute vtable at ``vt`` (:func:`_attribute_compiled`)."""
     if vt < 0:
         raise IndexError(vt)
     end = vt + 4 + 2 * (max(_U16(buf, vt)[0] - 4, 0) >> 1)
@@ -226,20 +243,13 @@ def _lean_attributes(buf: bytes, at: int, kind: int) -> dict[str, object]:
         if len(_ATTRIBUTE_VTABLES) >= 4096:
             _ATTRIBUTE_VTABLES.clear()
         compiled = _ATTRIBUTE_VTABLES[key] = _attribute_compiled(kind, key[1])
-    template, scalars, keys, enums, others = compiled
-    result = dict(template)
-    if keys:
-        result.update(zip(keys, scalars(buf, at), strict=True))
-        for name, convert in enums:
-            result[name] = convert(result[name])
-    for name, f, off, as_bytes in others:
-        result[name] = _attribute_vector(buf, at + off, f, as_bytes)
-    return result
+    return compiled
 
 
 def _attribute_compiled(kind: int, vtable: bytes) -> tuple:
     """(attrs of absent fields' defaults, one ``unpack_from`` of the scalars present, their keys,
-    [(key, conversion)] of the enums present, [(key, field, offset)] of strings and vectors present)."""
+    [(key, names by value)] of the enums present, [(key, field, offset, as bytes)] of strings and
+    vectors present)."""
     class_name, fields = _attribute_reader(kind)
     if not class_name:
         raise KeyError(kind)
@@ -258,7 +268,7 @@ def _attribute_compiled(kind: int, vtable: bytes) -> tuple:
         if off and f.kind == "scalar":
             present.append((off, key, f.fmt))
             if key in _ENUM_FIELDS or key == "acc_type":
-                enums.append((key, functools.partial(_attribute_scalar, key)))
+                enums.append((key, _ENUM_FIELDS.get(key) or _ACC_TYPES))
         elif off:
             others.append((key, f, off, meth in ("MinVal", "MaxVal")))
     present.sort()
@@ -269,6 +279,10 @@ def _attribute_compiled(kind: int, vtable: bytes) -> tuple:
         fmt += f"{off - end}x{code}"
         end = off + struct.calcsize(code)
     return template, struct.Struct(fmt).unpack_from, tuple(key for _, key, _ in present), tuple(enums), tuple(others)
+
+
+#: acc_type codes by name, as :func:`_attribute_scalar` gives them.
+_ACC_TYPES = {code: info.name for code, info in DTYPE_BY_CODE.items()}
 
 
 def _attribute_scalar(key: str, value: object) -> object:
@@ -412,13 +426,14 @@ class _TooLarge(Exception):
 def _lean_makers(buf: bytes, op_names: dict[int, str]) -> _lean_read.Makers:
     """The constructors :func:`._lean_read.read_graph` calls for ``buf``; an unusual value makes
     them raise, so that the per-table reader reads the graph and reports any error."""
-    fieldless = _FIELDLESS
+    fieldless, attribute_vtables = _FIELDLESS, {}
 
     def operator(code: int, kind: int, at: int, inputs: list, outputs: list, location: str) -> Operator:
         # (an unknown op code or attribute type is a KeyError; the caller checked the attribute
         # table's bounds, all a type without fields, CONST's, needs)
         if not fieldless[kind]:
-            return Operator(op_names[code], _lean_attributes(buf, at, kind), inputs, outputs, location)
+            return Operator(op_names[code], _lean_attributes(buf, at, kind, attribute_vtables), inputs, outputs,
+                            location)
         if kind and not at:
             raise KeyError(kind)  # (a missing attribute: the per-table reader reports it)
         return Operator(op_names[code], {}, inputs, outputs, location)
