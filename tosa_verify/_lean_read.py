@@ -11,7 +11,9 @@ one tensor and one CONST operator per constant). This reader does the least such
   of a vtable (where each field is, which other fields it sets) depends only on its bytes and
   the table's schema, so it is kept in a module-level cache keyed by those bytes (a schema-level
   key: a new graph written by the same builder hits it, and nothing of a graph's content is
-  kept); within one load a dict from vtable position to decoded vtable skips even the key.
+  kept); within one load a dict from vtable position to decoded vtable skips even the key;
+* a decoded tensor or operator vtable carries one precompiled ``unpack_from`` that reads all of
+  the table's inline fields at once.
 
 It covers the common case and returns None for anything else (a field it does not read set to
 other than its default, a position outside the buffer or not aligned, a corrupt count, an
@@ -57,7 +59,7 @@ _MAX_VTABLES = 4096
 
 #: A block with more tensors and operators than this is left to the column-wise reader
 #: (:mod:`._bulk_read`), whose numpy gathers cost less per table but more per block.
-MAX_TABLES = 200
+MAX_TABLES = 256
 
 
 class _Decline(Exception):
@@ -79,8 +81,8 @@ class Makers(NamedTuple):
 
 def _decode_vtable(table: str, key: bytes) -> tuple:
     """(offset of each field read, or 0; [(offset, size)] of the other scalars present; offsets
-    of the other strings and vectors present) of a vtable of ``table`` whose bytes are ``key``;
-    declines when another field that cannot hold its default is present (a table, or a scalar
+    of the other strings and vectors present; the two callables of :func:`_inline_reader`) of a
+    vtable of ``table`` whose bytes are ``key``; declines when another field that cannot hold its default is present (a table, or a scalar
     whose default is not zero), or a 4-byte field is not aligned."""
     layout = table_layout(table)
     offsets = [int.from_bytes(key[k:k + 2], "little") for k in range(4, len(key) - 1, 2)]
