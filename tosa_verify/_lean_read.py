@@ -402,8 +402,19 @@ def _operators(b: _Buffer, positions: list[int], make: Callable) -> list:
             if vt not in checked:
                 b.vtable_bounds(vt)
                 checked.add(vt)
-        out.append(make(code, kind, attribute, inputs or [],
-                        _strings(buf, u32, size, pos + o_out + outputs) if o_out else [], location))
+        if o_out:  # (most operators have one output: read here without a call)
+            outputs += pos + o_out
+            aligned |= outputs
+            if u32[outputs >> 2] == 1:
+                start = outputs + 8 + u32[(outputs >> 2) + 1]
+                end = start + u32[(start >> 2) - 1]
+                if end > size:
+                    raise _Decline
+                aligned |= start
+                outputs = [buf[start:end].decode("utf8")]
+            else:
+                outputs = _strings(buf, u32, size, outputs)
+        out.append(make(code, kind, attribute, inputs or [], outputs or [], location))
     if aligned & 3:  # (every read above stayed inside the buffer)
         raise _Decline
     return out
