@@ -113,7 +113,7 @@ class _Columns:
         buf = self.buf
         if end.size and int(end.max()) > len(buf):
             raise _Decline
-        return [buf[a:b].decode("utf8") for a, b in zip(start.tolist(), end.tolist(), strict=True)]
+        return [buf[a:b].decode() for a, b in zip(start.tolist(), end.tolist(), strict=True)]
 
     def vectors(self, at: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
         """(start of elements, count) of the vectors of ``width``-byte elements referenced from

@@ -13,7 +13,9 @@ one tensor and one CONST operator per constant). This reader does the least such
   key: a new graph written by the same builder hits it, and nothing of a graph's content is
   kept); within one load a dict from vtable position to decoded vtable skips even the key;
 * a decoded tensor or operator vtable carries one precompiled ``unpack_from`` that reads all of
-  the table's inline fields at once.
+  the table's inline fields at once;
+* strings are decoded with ``bytes.decode()``'s default, UTF-8 (naming the codec costs a lookup
+  per string).
 
 It covers the common case and returns None for anything else (a field it does not read set to
 other than its default, a position outside the buffer or not aligned, a corrupt count, an
@@ -218,7 +220,7 @@ class _Buffer:
         end = start + 4 + self.u32[start >> 2]
         if end > self.size:
             raise _Decline
-        return self.buf[start + 4:end].decode("utf8")
+        return self.buf[start + 4:end].decode()
 
     def strings(self, at: int) -> list[str]:
         """The strings of the vector of strings referenced from ``at`` ([] when absent)."""
@@ -228,7 +230,7 @@ class _Buffer:
             end = start + 4 + u32[start >> 2]
             if end > size:
                 raise _Decline
-            out.append(buf[start + 4:end].decode("utf8"))
+            out.append(buf[start + 4:end].decode())
         return out
 
     def bytes_at(self, at: int) -> tuple[int, int]:
@@ -329,7 +331,7 @@ def _tensors(b: _Buffer, positions: list[int], make: Callable) -> list:
         end = start + u32[(start >> 2) - 1]
         if end > size or not o_name:
             raise _Decline
-        name = buf[start:end].decode("utf8")
+        name = buf[start:end].decode()
         aligned |= start
         if o_shape:
             start = pos + o_shape + shape + 4
@@ -388,7 +390,8 @@ def _operators(b: _Buffer, positions: list[int], make: Callable) -> list:
                 end = start + u32[(start >> 2) - 1]
                 if end > size:
                     raise _Decline
-                location = buf[start:end].decode("utf8")
+                if end > start:  # (a lowered graph's locations are empty)
+                    location = buf[start:end].decode()
                 aligned |= start
             aligned |= loc
         if o_in:  # (a CONST's inputs: an empty vector, read here without a call)
@@ -411,7 +414,7 @@ def _operators(b: _Buffer, positions: list[int], make: Callable) -> list:
                 if end > size:
                     raise _Decline
                 aligned |= start
-                outputs = [buf[start:end].decode("utf8")]
+                outputs = [buf[start:end].decode()]
             else:
                 outputs = _strings(buf, u32, size, outputs)
         out.append(make(code, kind, attribute, inputs or [], outputs or [], location))
@@ -433,7 +436,7 @@ def _strings(buf: bytes, u32: memoryview, size: int, start: int) -> list[str]:
         if end > size:
             raise _Decline
         aligned |= begin
-        out.append(buf[begin:end].decode("utf8"))
+        out.append(buf[begin:end].decode())
     if aligned & 3:
         raise _Decline
     return out

@@ -398,11 +398,13 @@ def _tensor_maker(buf: bytes) -> Callable:
     """The ``make`` of the lean reader (:mod:`._bulk_read`) for ``buf``: a KeyError or size error
     makes it decline, and the per-table reader reports the error."""
     plain = _plain_constants() if sys.byteorder == "little" else {}
+    # (closure variables: cheaper than the module and attribute lookups, once per tensor)
+    prod, limit, tensor, ndarray = math.prod, MAX_TENSOR_ELEMENTS, Tensor, np.ndarray
 
     def make(name: str, shape: tuple[int, ...], code: int, start: int, length: int) -> Tensor:
         got = plain.get(code)
-        count = math.prod(shape)
-        if count > MAX_TENSOR_ELEMENTS:
+        count = prod(shape)
+        if count > limit:
             raise _TooLarge
         if got is None:
             dtype = DTYPE_BY_CODE[code].name
@@ -410,11 +412,11 @@ def _tensor_maker(buf: bytes) -> Callable:
             return Tensor(name, shape, dtype, data)
         dtype, working, itemsize = got
         if not length:
-            return Tensor(name, shape, dtype)
+            return tensor(name, shape, dtype)
         if length < count * itemsize:
             raise _TooLarge  # (the per-table reader names the tensor and the sizes)
         # a read-only view of the file's bytes, as decode_constant makes (one call, not two)
-        return Tensor(name, shape, dtype, np.ndarray(shape, working, buf, start))
+        return tensor(name, shape, dtype, ndarray(shape, working, buf, start))
 
     return make
 
@@ -426,17 +428,17 @@ class _TooLarge(Exception):
 def _lean_makers(buf: bytes, op_names: dict[int, str]) -> _lean_read.Makers:
     """The constructors :func:`._lean_read.read_graph` calls for ``buf``; an unusual value makes
     them raise, so that the per-table reader reads the graph and reports any error."""
-    fieldless, attribute_vtables = _FIELDLESS, {}
+    fieldless, attribute_vtables, operator_class = _FIELDLESS, {}, Operator
 
     def operator(code: int, kind: int, at: int, inputs: list, outputs: list, location: str) -> Operator:
         # (an unknown op code or attribute type is a KeyError; the caller checked the attribute
         # table's bounds, all a type without fields, CONST's, needs)
         if not fieldless[kind]:
-            return Operator(op_names[code], _lean_attributes(buf, at, kind, attribute_vtables), inputs, outputs,
-                            location)
+            return operator_class(op_names[code], _lean_attributes(buf, at, kind, attribute_vtables), inputs,
+                                  outputs, location)
         if kind and not at:
             raise KeyError(kind)  # (a missing attribute: the per-table reader reports it)
-        return Operator(op_names[code], {}, inputs, outputs, location)
+        return operator_class(op_names[code], {}, inputs, outputs, location)
 
     def shape(name: str, rank: int, start: int, length: int) -> Tensor:
         data = decode_constant(np.frombuffer(buf, np.uint8, length, start), "SHAPE", (rank,)) if length else None
