@@ -441,8 +441,13 @@ def _lean_makers(buf: bytes, op_names: dict[int, str]) -> _lean_read.Makers:
         return operator_class(op_names[code], {}, inputs, outputs, location)
 
     def shape(name: str, rank: int, start: int, length: int) -> Tensor:
-        data = decode_constant(np.frombuffer(buf, np.uint8, length, start), "SHAPE", (rank,)) if length else None
-        return Tensor(name, (rank,), "SHAPE", data)
+        if not length or sys.byteorder != "little":
+            data = decode_constant(np.frombuffer(buf, np.uint8, length, start), "SHAPE", (rank,)) if length else None
+            return Tensor(name, (rank,), "SHAPE", data)
+        if length < 8 * rank:
+            raise _TooLarge  # (the per-table reader names the sizes)
+        # a read-only view of the file's bytes, as decode_constant makes (one call, not four)
+        return Tensor(name, (rank,), "SHAPE", np.ndarray((rank,), np.int64, buf, start))
 
     def block(name: str, operators: list, tensors: list, inputs: list, outputs: list, shapes: list) -> Block:
         return Block(name, operators, {t.name: t for t in tensors}, inputs, outputs, {s.name: s for s in shapes})
