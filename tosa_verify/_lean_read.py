@@ -168,7 +168,13 @@ class _Buffer:
 
     def vtable(self, table: str, vt: int) -> tuple:
         """The decoded vtable of ``table`` at ``vt``, from the module's cache after the first time."""
-        key = (table, self.buf[vt:self.vtable_bounds(vt)])
+        buf, size = self.buf, self.size
+        if vt < 0 or vt + 4 > size:  # (vtable_bounds, inlined: once per vtable and load)
+            raise _Decline
+        end = vt + 4 + 2 * (max((buf[vt] | buf[vt + 1] << 8) - 4, 0) >> 1)
+        if end > size:
+            raise _Decline
+        key = (table, buf[vt:end])
         got = _VTABLES.get(key)
         if got is None:
             if len(_VTABLES) >= _MAX_VTABLES:
@@ -201,11 +207,11 @@ class _Buffer:
     def tables(self, at: int) -> list[int]:
         """Positions of the tables (or strings) of the vector of offsets referenced from ``at``
         (0: absent), each checked to be aligned."""
-        start = self.target(at)
-        if not start:
+        if not at:
             return []
+        start = at + self.u32[at >> 2]
         count = self.u32[start >> 2]
-        if start + 4 + 4 * count > self.size:  # (before allocating by a corrupt count)
+        if start & 3 or start + 4 + 4 * count > self.size:  # (before allocating by a corrupt count)
             raise _Decline
         out = list(map(add, _U32S[count](self.buf, start + 4), range(start + 4, start + 4 + 4 * count, 4)))
         if reduce(or_, out, 0) & 3:
