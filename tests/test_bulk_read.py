@@ -1,6 +1,6 @@
-"""The column-wise and the lean flatbuffer readers (``tosa_verify._bulk_read``, ``_lean_read``)
-read what the per-table reader reads, and a corrupt count makes them decline (the per-table
-reader then reports the error) instead of allocating by it."""
+"""The column-wise flatbuffer reader (``tosa_verify._bulk_read``) reads what the per-table reader
+reads, and a corrupt count makes it decline (the per-table reader then reports the error) instead
+of allocating by it. The lean whole-graph reader has its own tests (test_lean_read.py)."""
 
 from __future__ import annotations
 
@@ -36,19 +36,15 @@ def _main_block(data: bytes) -> Table:
     return region.tables(table_layout("TosaRegion")["Blocks"])[0]
 
 
-@pytest.mark.parametrize("reader", [_bulk_read, _lean_read])
-def test_column_and_lean_readers_read_the_same_graph_as_the_table_reader(monkeypatch, reader) -> None:
+def test_column_reader_reads_the_same_graph_as_the_table_reader(monkeypatch) -> None:
     data = _chain()
     block = _main_block(data)
-    assert reader.read_tensors(block, table_layout("TosaBasicBlock")["Tensors"], graph._tensor_maker(data))
-    assert reader.read_operators(block, table_layout("TosaBasicBlock")["Operators"], lambda *a: a)
-    other = _lean_read if reader is _bulk_read else _bulk_read
-    monkeypatch.setattr(other, "read_tensors", lambda *a: None)  # only ``reader`` reads
-    monkeypatch.setattr(other, "read_operators", lambda *a: None)
+    assert _bulk_read.read_tensors(block, table_layout("TosaBasicBlock")["Tensors"], graph._tensor_maker(data))
+    assert _bulk_read.read_operators(block, table_layout("TosaBasicBlock")["Operators"], lambda *a: a)
+    monkeypatch.setattr(_lean_read, "read_graph", lambda *a: None)  # only the column-wise reader reads
     ours = tosa_verify.load(data)
-    for module in (reader, other):
-        monkeypatch.setattr(module, "read_tensors", lambda *a: None)
-        monkeypatch.setattr(module, "read_operators", lambda *a: None)
+    monkeypatch.setattr(_bulk_read, "read_tensors", lambda *a: None)
+    monkeypatch.setattr(_bulk_read, "read_operators", lambda *a: None)
     theirs = tosa_verify.load(data)
     assert ours.main.operators == theirs.main.operators
     assert list(ours.main.tensors) == list(theirs.main.tensors)
@@ -60,15 +56,16 @@ def test_column_and_lean_readers_read_the_same_graph_as_the_table_reader(monkeyp
     np.testing.assert_array_equal(tosa_verify.run(data, [x])[0], x + np.arange(3) * sum(range(16)))
 
 
-@pytest.mark.parametrize("reader", [_bulk_read, _lean_read])
 @pytest.mark.parametrize("field", ["Tensors", "Operators"])
-def test_a_corrupt_vector_count_is_refused_without_allocating_by_it(field, reader) -> None:
+def test_a_corrupt_vector_count_is_refused_without_allocating_by_it(field) -> None:
     data = bytearray(_chain())
     block = _main_block(bytes(data))
     at = block._at(table_layout("TosaBasicBlock")[field].slot)
     start = at + struct.unpack_from("<I", data, at)[0]
     struct.pack_into("<I", data, start, 1 << 24)  # 16M tables in a few kilobytes
-    columns = reader.read_tensors if field == "Tensors" else reader.read_operators
+    columns = _bulk_read.read_tensors if field == "Tensors" else _bulk_read.read_operators
     assert columns(_main_block(bytes(data)), table_layout("TosaBasicBlock")[field], lambda *a: a) is None
+    makers = graph._lean_makers(bytes(data), graph._op_names())
+    assert _lean_read.read_graph(bytes(data), makers) is None
     with pytest.raises(TosaFormatError, match="corrupt or truncated"):
         tosa_verify.load(bytes(data))

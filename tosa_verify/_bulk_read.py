@@ -70,6 +70,9 @@ class _Columns:
         # every table's whole vtable (its size, then one offset per slot) in one gather; entries
         # past a table's vtable size are absent fields
         vtable = self.u8[(vt[:, None] + slots[1])[:, :, None] + _R2].view("<u2")[:, :, 0].astype(np.int64)
+        # the whole vtable in the buffer, as the per-table reader reads it whole
+        if vt.size and int((vt + 4 + 2 * (np.maximum(vtable[:, 0] - 4, 0) >> 1)).max()) > len(self.buf):
+            raise _Decline
         offsets = np.where(slots[0] < vtable[:, :1], vtable[:, 1:], 0)
         at = np.where(offsets != 0, pos[:, None] + offsets, 0)
         names = list(layout)
@@ -91,6 +94,16 @@ class _Columns:
         else:
             raise _Decline
 
+    def check_tables(self, pos: np.ndarray) -> None:
+        """Declines unless the tables at ``pos`` and their vtables lie in the buffer (the checks
+        of the per-table reader's ``Table()``)."""
+        vt = pos - self.i32(pos)
+        if vt.size and int(vt.min()) < 0:
+            raise _Decline
+        end = vt + 4 + 2 * (np.maximum(self.u16(vt).astype(np.int64) - 4, 0) >> 1)
+        if end.size and int(end.max()) > len(self.buf):
+            raise _Decline
+
     def strings(self, at: np.ndarray) -> list[str]:
         """The strings referenced from positions ``at`` (declines if one is absent)."""
         if at.size and not at.all():
@@ -100,7 +113,7 @@ class _Columns:
         buf = self.buf
         if end.size and int(end.max()) > len(buf):
             raise _Decline
-        return [buf[a:b].decode("utf8") for a, b in zip(start.tolist(), end.tolist(), strict=True)]
+        return [buf[a:b].decode() for a, b in zip(start.tolist(), end.tolist(), strict=True)]
 
     def vectors(self, at: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
         """(start of elements, count) of the vectors of ``width``-byte elements referenced from
@@ -180,7 +193,8 @@ _OP_READ = ("Op", "AttributeType", "Attribute", "Inputs", "Outputs", "Location")
 
 def read_operators(block: Table, f: Field, make: Callable) -> list | None:
     """The operators of ``block`` (field ``f``), each ``make(code, kind, position of the attribute
-    table or 0, inputs, outputs, location)``; None when the common case does not apply."""
+    table or 0, inputs, outputs, location)``, the attribute tables' bounds checked; None when the
+    common case does not apply."""
     try:
         cols = _Columns(block.buf)
         pos = cols.tables(block, f)
@@ -189,7 +203,9 @@ def read_operators(block: Table, f: Field, make: Callable) -> list | None:
         op_at, kind_at, attr_at, in_at, out_at, loc_at = cols.fields(pos, table_layout("TosaOperator"), _OP_READ)
         codes = (cols.u32(op_at) * (op_at != 0)).tolist()
         kinds = (cols.u8[kind_at] * (kind_at != 0)).tolist()
-        attrs = ((attr_at + cols.u32(attr_at)) * (attr_at != 0)).tolist()
+        attrs = (attr_at + cols.u32(attr_at)) * (attr_at != 0)
+        cols.check_tables(attrs[attrs != 0])
+        attrs = attrs.tolist()
         lists = []
         for at in (in_at, out_at):
             start, count = cols.vectors(at, 4)

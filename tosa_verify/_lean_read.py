@@ -1,205 +1,448 @@
-"""A lean reader of a small block's tensor and operator tables: one pass, plain ``struct`` reads.
+"""A lean reader of a whole TOSA flatbuffer: one pass, plain integer reads, vtables decoded once.
 
-A lowered graph declares one tensor and one operator per constant, so loading a small graph was
-mostly per-table Python work plus the fixed cost of the column-wise reader's numpy gathers
-(:mod:`._bulk_read`, which wins from about a hundred tables on: see :data:`MAX_TABLES`). This
-reader does the least work per table: a flatbuffer builder shares one vtable between tables with
-the same fields present, so each distinct vtable is decoded once (its field offsets, and which
-other fields it sets); a table is then a handful of ``unpack_from`` calls and one slice per
-string. Shapes come back as tuples straight from ``struct``, constant data as (position, length)
-in the buffer.
+Loading a small lowered graph was mostly fixed Python work per table (a lowered graph declares
+one tensor and one CONST operator per constant). This reader does the least such work:
 
-It covers the common case of a block of at most :data:`MAX_TABLES` tables and returns None for
-anything else (a field it does not read set to other than its default, a position outside the
-buffer, a corrupt count): the caller then reads the block with the column-wise or the per-table
-reader, which reports any error with its usual message. So the result, or the error, is always
-the per-table reader's.
+* the buffer is read through two ``memoryview`` casts (``u32``, ``i32``) indexed by word, so a
+  field read is one subscript instead of a ``struct`` call; flatbuffers aligns every 4-byte
+  field, offset and length prefix to 4 bytes, and a position that is not aligned makes the
+  reader decline (checked once per table, after its reads, which stay within the buffer);
+* a builder shares one vtable between tables with the same fields present, and the decoded form
+  of a vtable (where each field is, which other fields it sets) depends only on its bytes and
+  the table's schema, so it is kept in a module-level cache keyed by those bytes (a schema-level
+  key: a new graph written by the same builder hits it, and nothing of a graph's content is
+  kept); within one load a dict from vtable position to decoded vtable skips even the key;
+* a decoded tensor or operator vtable carries one precompiled ``unpack_from`` that reads all of
+  the table's inline fields at once;
+* strings are decoded with ``bytes.decode()``'s default, UTF-8 (naming the codec costs a lookup
+  per string).
 
->>> tensors = read_tensors(block, table_layout("TosaBasicBlock")["Tensors"], make)   # doctest: +SKIP
+It covers the common case and returns None for anything else (a field it does not read set to
+other than its default, a position outside the buffer or not aligned, a corrupt count, an
+unknown dtype or op code): the caller then reads the graph with the column-wise or per-table
+readers, which report any error with their usual message. So the result, or the error, is
+always the per-table reader's.
+
+>>> read_graph(data, makers)   # doctest: +SKIP
+((1, 0, 0, False), [('main', [block])])
 """
 
 from __future__ import annotations
 
 import struct
+import sys
 from collections.abc import Callable
-from operator import add
+from functools import reduce
+from operator import add, itemgetter, or_
+from typing import NamedTuple
 
-from ._bulk_read import _OP_READ, _TENSOR_READ
-from ._flatbuffer import Field, Table, table_layout
+from ._flatbuffer import Field, table_layout
 
-_U32 = struct.Struct("<I").unpack_from
-_I32 = struct.Struct("<i").unpack_from
-_U16 = struct.Struct("<H").unpack_from
+#: (table, fields read in order): the tables this reader reads, and the fields it returns.
+_SCHEMAS = {
+    "TosaGraph": ("Version", "Regions"),
+    "Version": ("_Major", "_Minor", "_Patch", "_Draft"),
+    "TosaRegion": ("Name", "Blocks"),
+    "TosaBasicBlock": ("Name", "Operators", "Tensors", "Inputs", "Outputs", "Shapes"),
+    "TosaTensor": ("Name", "Shape", "Type", "Data"),
+    "TosaOperator": ("Op", "AttributeType", "Attribute", "Inputs", "Outputs", "Location"),
+    "OpLocation": ("Text",),
+    "TosaShape": ("Name", "Rank", "Data"),
+}
 
+#: Fields the TOSA writers leave out that the other readers ignore (never read, so not checked).
+_IGNORED = {"TosaGraph": ("SoftwareVersion", "Compatibility")}
 
-_UNPACKERS: dict[tuple[str, int], Callable] = {}
-
-
-def _unpacker(fmt: str, count: int) -> Callable:
-    """``unpack_from`` of ``count`` little-endian ``fmt`` numbers (a dict hit after the first)."""
-    got = _UNPACKERS.get((fmt, count))
-    if got is None:
-        if len(_UNPACKERS) > 4096:
-            _UNPACKERS.clear()
-        got = _UNPACKERS[fmt, count] = struct.Struct(f"<{count}{fmt}").unpack_from
-    return got
-
-
-def _vtable_index(f: Field) -> int:
-    """The position of ``f``'s offset among a vtable's field offsets (after its two sizes)."""
-    return (f.slot - 4) >> 1
+#: Decoded vtables by (table, vtable bytes): see the module docstring. Bounded, as a corrupt
+#: file can make up any number of distinct vtables.
+_VTABLES: dict[tuple[str, bytes], tuple] = {}
+_MAX_VTABLES = 4096
 
 
-#: More tables than this are left to the column-wise reader.
-MAX_TABLES = 100
+#: A block with more tensors and operators than this is left to the column-wise reader
+#: (:mod:`._bulk_read`), whose numpy gathers cost less per table but more per block.
+MAX_TABLES = 256
 
 
 class _Decline(Exception):
-    """The common case does not apply: read the block table by table."""
+    """The common case does not apply: the caller reads the graph with the other readers."""
 
 
-def _string(buf: bytes, size: int, at: int) -> str:
-    """The string referenced from position ``at`` of ``buf`` (``size`` bytes)."""
-    start = at + _U32(buf, at)[0] + 4
-    end = start + _U32(buf, start - 4)[0]
-    if end > size:
-        raise _Decline
-    return buf[start:end].decode("utf8")
+class Makers(NamedTuple):
+    """The graph's constructors, called in file order: ``tensor(name, shape, type code, data
+    start, data length)``, ``shape(name, rank, data start, data length)``, ``operator(op code,
+    attribute type, attribute table position or 0, inputs, outputs, location)`` and
+    ``block(name, operators, tensors, inputs, outputs, shapes)``; any exception from them makes
+    the reader decline."""
+
+    tensor: Callable
+    shape: Callable
+    operator: Callable
+    block: Callable
 
 
-class _Reader:
-    """Reads of one buffer, with the vtables decoded once each (see the module docstring)."""
+def _decode_vtable(table: str, key: bytes) -> tuple:
+    """(offset of each field read, or 0; [(offset, size)] of the other scalars present; offsets
+    of the other strings and vectors present; the two callables of :func:`_inline_reader`) of a
+    vtable of ``table`` whose bytes are ``key``; declines when another field that cannot hold its default is present (a table, or a scalar
+    whose default is not zero), or a 4-byte field is not aligned."""
+    layout = table_layout(table)
+    offsets = [int.from_bytes(key[k:k + 2], "little") for k in range(4, len(key) - 1, 2)]
 
-    def __init__(self, buf: bytes, layout: dict[str, Field], read: tuple[str, ...]) -> None:
+    def offset(f: Field) -> int:
+        i = (f.slot - 4) >> 1
+        return offsets[i] if i < len(offsets) else 0
+
+    read = _SCHEMAS[table]
+    for name in read:
+        f = layout[name]
+        if offset(f) & 3 and not (f.kind == "scalar" and f.fmt in "?bB"):
+            raise _Decline
+    scalars, lengths = [], []
+    for name, f in layout.items():
+        off = offset(f)
+        if not off or name in read or name in _IGNORED.get(table, ()):
+            continue
+        if f.kind == "scalar" and not f.default:
+            scalars.append((off, _SIZES[f.fmt]))
+        elif f.kind in ("string", "vector", "strings") and not off & 3:
+            lengths.append(off)
+        else:
+            raise _Decline
+    read_offsets = tuple(offset(layout[name]) for name in read)
+    return read_offsets, tuple(scalars), tuple(lengths), *_inline_reader([layout[name] for name in read], read_offsets)
+
+
+def _inline_reader(fields: list[Field], offsets: tuple[int, ...]) -> tuple[Callable, Callable]:
+    """(one ``unpack_from`` of a table's inline values of ``fields`` at ``offsets``, in offset
+    order; the ``itemgetter`` that puts them in field order from its result plus ``(0,)``): a
+    scalar's value (0 when absent: the tables read this way have no other default) and an offset
+    field's offset from its own position."""
+    present = sorted((off, i) for i, off in enumerate(offsets) if off)
+    fmt, end = "<", 0
+    for off, i in present:
+        code = fields[i].fmt if fields[i].kind == "scalar" else "I"
+        if off < end:
+            raise _Decline  # (overlapping fields)
+        fmt, end = fmt + f"{off - end}x{code}", off + _SIZES[code]
+    where = {i: k for k, (_, i) in enumerate(present)}
+    return struct.Struct(fmt).unpack_from, itemgetter(*(where.get(i, len(present)) for i in range(len(fields))))
+
+
+#: What ``order`` (see :func:`_inline_reader`) picks for an absent field.
+_ABSENT = (0,)
+
+_SIZES = {"?": 1, "b": 1, "B": 1, "h": 2, "H": 2, "i": 4, "I": 4, "f": 4, "q": 8, "Q": 8, "d": 8}
+
+
+class _Buffer:
+    """One buffer, its word view and the vtables seen in it by table (see the module docstring)."""
+
+    def __init__(self, buf: bytes) -> None:
+        if sys.byteorder != "little":
+            raise _Decline  # (the word views are native-endian)
         self.buf, self.size = buf, len(buf)
-        self.layout, self.read = layout, read
-        self._slots = [_vtable_index(layout[name]) for name in read]
-        self._others = [(_vtable_index(f), f) for n, f in layout.items() if n not in read]
-        self._width = max(map(_vtable_index, layout.values())) + 1
-        self._vtables: dict[int, tuple[tuple[int, ...], list[Field]]] = {}
+        words = memoryview(buf)[: len(buf) & ~3]
+        self.u32, self.i32 = words.cast("I"), words.cast("i")
+        self.seen: dict[str, dict[int, tuple]] = {name: {} for name in _SCHEMAS}
 
-    def offsets(self, pos: int) -> tuple[int, ...]:
-        """The offsets of the fields ``read`` of the table at ``pos`` (0: absent); declines when
-        the table sets another field of the layout to other than its default."""
-        buf = self.buf
-        vt = pos - _I32(buf, pos)[0]
-        got = self._vtables.get(vt)
+    def fields(self, table: str, pos: int) -> tuple[int, ...]:
+        """The offsets of the fields of ``table`` this reader reads, of the table at ``pos`` (0:
+        absent); declines when the table sets another field to other than its default."""
+        if pos & 3:
+            raise _Decline
+        vt = pos - self.i32[pos >> 2]
+        offsets, scalars, lengths = (self.seen[table].get(vt) or self.vtable(table, vt))[:3]
+        if scalars or lengths:
+            self.check_defaults(pos, scalars, lengths)
+        return offsets
+
+    def vtable_bounds(self, vt: int) -> int:
+        """The end of the vtable at ``vt``; declines unless it lies in the buffer."""
+        if vt < 0 or vt + 4 > self.size:
+            raise _Decline
+        end = vt + 4 + 2 * (max((self.buf[vt] | self.buf[vt + 1] << 8) - 4, 0) >> 1)
+        if end > self.size:
+            raise _Decline
+        return end
+
+    def vtable(self, table: str, vt: int) -> tuple:
+        """The decoded vtable of ``table`` at ``vt``, from the module's cache after the first time."""
+        buf, size = self.buf, self.size
+        if vt < 0 or vt + 4 > size:  # (vtable_bounds, inlined: once per vtable and load)
+            raise _Decline
+        end = vt + 4 + 2 * (max((buf[vt] | buf[vt + 1] << 8) - 4, 0) >> 1)
+        if end > size:
+            raise _Decline
+        key = (table, buf[vt:end])
+        got = _VTABLES.get(key)
         if got is None:
-            got = self._vtables[vt] = self._vtable(vt)
-        offsets, scalars, lengths = got
+            if len(_VTABLES) >= _MAX_VTABLES:
+                _VTABLES.clear()
+            got = _VTABLES[key] = _decode_vtable(*key)
+        self.seen[table][vt] = got
+        return got
+
+    def check_defaults(self, pos: int, scalars: tuple, lengths: tuple) -> None:
+        """Declines unless the other fields the table at ``pos`` sets hold their defaults."""
+        buf, u32 = self.buf, self.u32
         for off, size in scalars:  # another scalar field written: it must be zero
-            if any(buf[pos + off:pos + off + size]):
+            if pos + off + size > self.size or any(buf[pos + off:pos + off + size]):
                 raise _Decline
         for off in lengths:  # another string or vector written: it must be empty
             at = pos + off
-            if _U32(buf, at + _U32(buf, at)[0])[0]:
+            start = at + u32[at >> 2]
+            if start & 3 or u32[start >> 2]:
                 raise _Decline
-        return offsets
 
-    def _vtable(self, vt: int) -> tuple[tuple[int, ...], list[tuple[int, int]], list[int]]:
-        """(offsets of the fields read, [(offset, size)] of the other scalars present, offsets of
-        the other strings and vectors present); declines when another field that cannot hold
-        its default is present (a table, or a scalar whose default is not zero)."""
-        if vt < 0:
+    def target(self, at: int) -> int:
+        """The position an offset field at ``at`` refers to (0 when ``at`` is 0: absent)."""
+        if not at:
+            return 0
+        start = at + self.u32[at >> 2]
+        if start & 3:
             raise _Decline
-        n = max((_U16(self.buf, vt)[0] - 4) >> 1, 0)
-        offs = _unpacker("H", n)(self.buf, vt + 4) + (0,) * max(self._width - n, 0)
-        scalars, lengths = [], []
-        for i, f in self._others:
-            if not offs[i]:
-                continue
-            if f.kind == "scalar" and not f.default:
-                scalars.append((offs[i], struct.calcsize(f.fmt)))
-            elif f.kind in ("string", "vector", "strings"):
-                lengths.append(offs[i])
-            else:
-                raise _Decline
-        return tuple(offs[i] for i in self._slots), scalars, lengths
+        return start
 
     def tables(self, at: int) -> list[int]:
-        """Positions of the tables of the vector of offsets at ``at`` (0: absent)."""
+        """Positions of the tables (or strings) of the vector of offsets referenced from ``at``
+        (0: absent), each checked to be aligned."""
         if not at:
             return []
-        start = at + _U32(self.buf, at)[0] + 4
-        count = _U32(self.buf, start - 4)[0]
-        if start + 4 * count > self.size or count > MAX_TABLES:  # (before allocating by a corrupt count)
+        start = at + self.u32[at >> 2]
+        count = self.u32[start >> 2]
+        if start & 3 or start + 4 + 4 * count > self.size:  # (before allocating by a corrupt count)
             raise _Decline
-        return list(map(add, _unpacker("I", count)(self.buf, start), range(start, start + 4 * count, 4)))
+        out = list(map(add, _U32S[count](self.buf, start + 4), range(start + 4, start + 4 + 4 * count, 4)))
+        if reduce(or_, out, 0) & 3:
+            raise _Decline
+        return out
+
+    def string(self, at: int) -> str:
+        """The string referenced from ``at`` ("" when ``at`` is 0: absent)."""
+        start = self.target(at)
+        if not start:
+            return ""
+        end = start + 4 + self.u32[start >> 2]
+        if end > self.size:
+            raise _Decline
+        return self.buf[start + 4:end].decode()
 
     def strings(self, at: int) -> list[str]:
         """The strings of the vector of strings referenced from ``at`` ([] when absent)."""
-        if not at:
-            return []
-        buf, size = self.buf, self.size
-        start = at + _U32(buf, at)[0] + 4
-        stop = start + 4 * _U32(buf, start - 4)[0]
-        if stop > size:
-            raise _Decline
-        return [_string(buf, size, k) for k in range(start, stop, 4)]
-
-    def vector(self, at: int, fmt: str, width: int) -> tuple:
-        """The numbers of the vector referenced from ``at`` (() when absent)."""
-        if not at:
-            return ()
-        start = at + _U32(self.buf, at)[0] + 4
-        count = _U32(self.buf, start - 4)[0]
-        if start + width * count > self.size:
-            raise _Decline
-        return _unpacker(fmt, count)(self.buf, start)
-
-
-def read_tensors(block: Table, f: Field, make: Callable) -> list | None:
-    """What :func:`._bulk_read.read_tensors` returns (the same ``make`` calls, in order), for a
-    block of at most :data:`MAX_TABLES` tensors; None when the common case does not apply."""
-    try:
-        buf = block.buf
-        cols = _Reader(buf, table_layout("TosaTensor"), _TENSOR_READ)
-        offsets, vector, size = cols.offsets, cols.vector, cols.size
+        buf, u32, size = self.buf, self.u32, self.size
         out = []
-        for pos in cols.tables(block._at(f.slot)):
-            o_name, o_shape, o_type, o_data = offsets(pos)
-            if not o_name:
+        for start in self.tables(at):
+            end = start + 4 + u32[start >> 2]
+            if end > size:
                 raise _Decline
-            name = _string(buf, size, pos + o_name)
-            shape = vector(pos + o_shape, "i", 4) if o_shape else ()
+            out.append(buf[start + 4:end].decode())
+        return out
+
+    def bytes_at(self, at: int) -> tuple[int, int]:
+        """(start, length) of the bytes of the vector referenced from ``at`` ((0, 0) when absent)."""
+        start = self.target(at)
+        if not start:
+            return 0, 0
+        length = self.u32[start >> 2]
+        if start + 4 + length > self.size:
+            raise _Decline
+        return start + 4, length
+
+
+class _Unpackers(dict):
+    """``unpack_from`` of ``count`` little-endian ``fmt`` numbers by count, made once each."""
+
+    def __init__(self, fmt: str) -> None:
+        super().__init__()
+        self.fmt = fmt
+
+    def __missing__(self, count: int) -> Callable:
+        if len(self) > 4096:
+            self.clear()
+        got = self[count] = struct.Struct(f"<{count}{self.fmt}").unpack_from
+        return got
+
+
+_U32S, _I32S = _Unpackers("I"), _Unpackers("i")
+
+
+def read_graph(buf: bytes, makers: Makers) -> tuple[tuple[int, int, int, bool], list] | None:
+    """(version, [(region name, [block, ...]), ...]) of the TOSA flatbuffer ``buf``, the blocks
+    made by ``makers``; None when the common case does not apply (see the module docstring)."""
+    try:
+        b = _Buffer(buf)
+        root = b.u32[0]
+        o_version, o_regions = b.fields("TosaGraph", root)
+        version_at = b.target(root + o_version if o_version else 0)
+        if not version_at:
+            raise _Decline
+        version = _version(b, version_at)
+        regions = []
+        for region in b.tables(root + o_regions if o_regions else 0):
+            o_name, o_blocks = b.fields("TosaRegion", region)
+            blocks = [_block(b, block, makers) for block in b.tables(region + o_blocks if o_blocks else 0)]
+            regions.append((b.string(region + o_name if o_name else 0), blocks))
+        return version, regions
+    except Exception:  # noqa: BLE001  (the per-table reader reports it, with its message)
+        return None
+
+
+def _version(b: _Buffer, at: int) -> tuple[int, int, int, bool]:
+    layout = table_layout("Version")
+    values = []
+    for name, off in zip(_SCHEMAS["Version"], b.fields("Version", at), strict=True):
+        f = layout[name]
+        if not off:
+            values.append(f.default)
+        elif f.fmt == "?":
+            values.append(bool(b.buf[at + off]))
+        else:
+            values.append(b.i32[(at + off) >> 2])
+    major, minor, patch, draft = values
+    return major, minor, patch, draft
+
+
+def _block(b: _Buffer, pos: int, makers: Makers):
+    o_name, o_ops, o_tensors, o_in, o_out, o_shapes = b.fields("TosaBasicBlock", pos)
+    ops, tensors = b.tables(pos + o_ops if o_ops else 0), b.tables(pos + o_tensors if o_tensors else 0)
+    if len(ops) + len(tensors) > MAX_TABLES:
+        raise _Decline
+    tensors = _tensors(b, tensors, makers.tensor)
+    shapes = [_shape(b, at, makers.shape) for at in b.tables(pos + o_shapes if o_shapes else 0)]
+    operators = _operators(b, ops, makers.operator)
+    return makers.block(b.string(pos + o_name if o_name else 0), operators, tensors,
+                        b.strings(pos + o_in if o_in else 0), b.strings(pos + o_out if o_out else 0), shapes)
+
+
+def _tensors(b: _Buffer, positions: list[int], make: Callable) -> list:
+    """Each tensor table as ``make(name, shape, type code, data start, data length)``: the
+    reads of :meth:`_Buffer.fields`, ``string`` and ``bytes_at`` inlined (most of a small
+    graph's tables are tensors)."""
+    buf, u32, i32, size, seen = b.buf, b.u32, b.i32, b.size, b.seen["TosaTensor"]
+    out, aligned = [], 0
+    for pos in positions:  # (aligned, as tables() checks)
+        vt = pos - i32[pos >> 2]
+        (o_name, o_shape, o_type, o_data), scalars, lengths, inline, order = (
+            seen.get(vt) or b.vtable("TosaTensor", vt))
+        name, shape, code, data = order(inline(buf, pos) + _ABSENT)
+        if scalars:
+            b.check_defaults(pos, scalars, ())
+        for at in lengths:  # (a lowered graph's tensors write an empty VariableName and ScaleData)
+            at += pos + u32[(pos + at) >> 2]
+            if u32[at >> 2]:
+                raise _Decline
+            aligned |= at
+        start = pos + o_name + name + 4
+        end = start + u32[(start >> 2) - 1]
+        if end > size or not o_name:
+            raise _Decline
+        name = buf[start:end].decode()
+        aligned |= start
+        if o_shape:
+            start = pos + o_shape + shape + 4
+            count = u32[(start >> 2) - 1]
+            if start + 4 * count > size:
+                raise _Decline
+            aligned |= start
+            shape = _I32S[count](buf, start)
             if shape and min(shape) < 0:
                 raise _Decline
-            code = _U32(buf, pos + o_type)[0] if o_type else 0
-            start = length = 0
-            if o_data:
-                at = pos + o_data
-                start = at + _U32(buf, at)[0] + 4
-                length = _U32(buf, start - 4)[0]
-                if start + length > cols.size:
+        start = length = 0
+        if o_data:
+            start = pos + o_data + data + 4
+            length = u32[(start >> 2) - 1]
+            if start + length > size:
+                raise _Decline
+            aligned |= start
+        out.append(make(name, shape or (), code, start, length))
+    if aligned & 3:  # (every read above stayed inside the buffer)
+        raise _Decline
+    return out
+
+
+def _shape(b: _Buffer, pos: int, make: Callable):
+    o_name, o_rank, o_data = b.fields("TosaShape", pos)
+    return make(b.string(pos + o_name if o_name else 0), b.u32[(pos + o_rank) >> 2] if o_rank else 0,
+                *b.bytes_at(pos + o_data if o_data else 0))
+
+
+def _operators(b: _Buffer, positions: list[int], make: Callable) -> list:
+    """Each operator table as ``make(op code, attribute type, attribute table position or 0,
+    inputs, outputs, location)``; the attribute table's bounds are checked here (``make`` reads
+    its fields, if its type has any)."""
+    buf, u32, i32, size, seen = b.buf, b.u32, b.i32, b.size, b.seen["TosaOperator"]
+    text_at: dict[int, int] = {}  # location vtable -> Text offset, when it sets nothing else
+    checked: set[int] = set()  # attribute vtables
+    out, aligned = [], 0
+    for pos in positions:  # (aligned, as tables() checks)
+        vt = pos - i32[pos >> 2]
+        (o_op, o_kind, o_attr, o_in, o_out, o_loc), scalars, lengths, inline, order = (
+            seen.get(vt) or b.vtable("TosaOperator", vt))
+        code, kind, attribute, inputs, outputs, loc = order(inline(buf, pos) + _ABSENT)
+        if scalars or lengths:
+            b.check_defaults(pos, scalars, lengths)
+        location = ""
+        if o_loc:
+            loc += pos + o_loc
+            vt = loc - i32[loc >> 2]
+            o_text = text_at.get(vt)
+            if o_text is None:
+                [o_text] = b.fields("OpLocation", loc)
+                if not any(b.vtable("OpLocation", vt)[1:3]):
+                    text_at[vt] = o_text
+            if o_text:
+                start = loc + o_text + u32[(loc + o_text) >> 2] + 4
+                end = start + u32[(start >> 2) - 1]
+                if end > size:
                     raise _Decline
-            out.append(make(name, shape, code, start, length))
-        return out
-    except Exception:  # noqa: BLE001  (the per-table reader reports it, with its message)
-        return None
+                if end > start:  # (a lowered graph's locations are empty)
+                    location = buf[start:end].decode()
+                aligned |= start
+            aligned |= loc
+        if o_in:  # (a CONST's inputs: an empty vector, read here without a call)
+            inputs += pos + o_in
+            aligned |= inputs
+            inputs = _strings(buf, u32, size, inputs) if u32[inputs >> 2] else []
+        if o_attr:  # (its bounds checked as the per-table reader's Table() would, once per vtable)
+            attribute += pos + o_attr
+            aligned |= attribute
+            vt = attribute - i32[attribute >> 2]
+            if vt not in checked:
+                b.vtable_bounds(vt)
+                checked.add(vt)
+        if o_out:  # (most operators have one output: read here without a call)
+            outputs += pos + o_out
+            aligned |= outputs
+            if u32[outputs >> 2] == 1:
+                start = outputs + 8 + u32[(outputs >> 2) + 1]
+                end = start + u32[(start >> 2) - 1]
+                if end > size:
+                    raise _Decline
+                aligned |= start
+                outputs = [buf[start:end].decode()]
+            else:
+                outputs = _strings(buf, u32, size, outputs)
+        out.append(make(code, kind, attribute, inputs or [], outputs or [], location))
+    if aligned & 3:  # (every read above stayed inside the buffer)
+        raise _Decline
+    return out
 
 
-def read_operators(block: Table, f: Field, make: Callable) -> list | None:
-    """What :func:`._bulk_read.read_operators` returns (the same ``make`` calls, in order), for a
-    block of at most :data:`MAX_TABLES` operators; None when the common case does not apply."""
-    try:
-        buf = block.buf
-        cols = _Reader(buf, table_layout("TosaOperator"), _OP_READ)
-        text = _Reader(buf, table_layout("OpLocation"), ("Text",))
-        offsets, strings, text_offsets, size = cols.offsets, cols.strings, text.offsets, cols.size
-        out = []
-        for pos in cols.tables(block._at(f.slot)):
-            o_op, o_kind, o_attr, o_in, o_out, o_loc = offsets(pos)
-            code = _U32(buf, pos + o_op)[0] if o_op else 0
-            kind = buf[pos + o_kind] if o_kind else 0
-            attr = pos + o_attr + _U32(buf, pos + o_attr)[0] if o_attr else 0
-            location = ""
-            if o_loc:
-                loc = pos + o_loc + _U32(buf, pos + o_loc)[0]
-                [o_text] = text_offsets(loc)
-                if o_text:
-                    location = _string(buf, size, loc + o_text)
-            out.append(make(code, kind, attr, strings(pos + o_in) if o_in else [],
-                            strings(pos + o_out) if o_out else [], location))
-        return out
-    except Exception:  # noqa: BLE001  (the per-table reader reports it, with its message)
-        return None
+def _strings(buf: bytes, u32: memoryview, size: int, start: int) -> list[str]:
+    """The strings of the vector of strings at ``start``: :meth:`_Buffer.strings` without the
+    method calls, for the operators' inputs and outputs."""
+    count = u32[start >> 2]
+    if start & 3 or start + 4 + 4 * count > size:  # (before allocating by a corrupt count)
+        raise _Decline
+    out, aligned = [], 0
+    for at in range(start + 4, start + 4 + 4 * count, 4):
+        begin = at + u32[at >> 2] + 4
+        end = begin + u32[(begin >> 2) - 1]
+        if end > size:
+            raise _Decline
+        aligned |= begin
+        out.append(buf[begin:end].decode())
+    if aligned & 3:
+        raise _Decline
+    return out

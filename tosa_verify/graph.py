@@ -203,6 +203,127 @@ def _read_attributes(table: Table, kind: int, op_name: str) -> dict[str, object]
     return result
 
 
+#: Compiled attribute readers by (attribute type, vtable bytes): see :func:`_attribute_compiled`.
+_ATTRIBUTE_VTABLES: dict[tuple[int, bytes], tuple] = {}
+
+
+def _lean_attributes(buf: bytes, at: int, kind: int, seen: dict[int, tuple]) -> dict[str, object]:
+    """What :func:`_read_attributes` returns for the attribute table of type ``kind`` at ``at``,
+    with one compiled reader per attribute vtable (its layout bytes are the cache key: a
+    schema-level key, no value of the graph is kept; ``seen`` holds the ones of this buffer by
+    position); raises on anything unusual, which makes the lean reader decline."""
+    if not at:
+        raise KeyError(kind)  # (a missing attribute: the per-table reader reports it)
+    vt = at - _I32(buf, at)[0]
+    compiled = seen.get(vt << 8 | kind)
+    if compiled is None:
+        compiled = seen[vt << 8 | kind] = _attribute_vtable(buf, vt, kind)
+    template, scalars, keys, enums, others = compiled
+    result = dict(template)
+    if keys:
+        result.update(zip(keys, scalars(buf, at), strict=True))
+        for name, names in enums:
+            value = result[name]
+            result[name] = names.get(value, value)
+    for name, f, off, as_bytes in others:
+        result[name] = _attribute_vector(buf, at + off, f, as_bytes)
+    return result
+
+
+def _attribute_vtable(buf: bytes, vt: int, kind: int) -> tuple:
+    """The compiled reader of the attribute vtable at ``vt`` (:func:`_attribute_compiled`)."""
+    if vt < 0:
+        raise IndexError(vt)
+    end = vt + 4 + 2 * (max(_U16(buf, vt)[0] - 4, 0) >> 1)
+    if end > len(buf):
+        raise IndexError(end)
+    key = (kind, buf[vt:end])
+    compiled = _ATTRIBUTE_VTABLES.get(key)
+    if compiled is None:
+        if len(_ATTRIBUTE_VTABLES) >= 4096:
+            _ATTRIBUTE_VTABLES.clear()
+        compiled = _ATTRIBUTE_VTABLES[key] = _attribute_compiled(kind, key[1])
+    return compiled
+
+
+def _attribute_compiled(kind: int, vtable: bytes) -> tuple:
+    """(attrs of absent fields' defaults, one ``unpack_from`` of the scalars present, their keys,
+    [(key, names by value)] of the enums present, [(key, field, offset, as bytes)] of strings and
+    vectors present)."""
+    class_name, fields = _attribute_reader(kind)
+    if not class_name:
+        raise KeyError(kind)
+    offsets = [int.from_bytes(vtable[k:k + 2], "little") for k in range(4, len(vtable) - 1, 2)]
+    template: dict[str, object] = {}
+    present, others, enums = [], [], []
+    for meth, key, f in fields:
+        i = (f.slot - 4) >> 1
+        off = offsets[i] if i < len(offsets) else 0
+        if f.kind == "vector":
+            template[key] = b"" if meth in ("MinVal", "MaxVal") else []
+        elif f.kind == "string":
+            template[key] = ""
+        else:
+            template[key] = _attribute_scalar(key, f.default)
+        if off and f.kind == "scalar":
+            present.append((off, key, f.fmt))
+            if key in _ENUM_FIELDS or key == "acc_type":
+                enums.append((key, _ENUM_FIELDS.get(key) or _ACC_TYPES))
+        elif off:
+            others.append((key, f, off, meth in ("MinVal", "MaxVal")))
+    present.sort()
+    fmt, end = "<", 0
+    for off, _, code in present:
+        if off < end:
+            raise ValueError("overlapping attribute fields")
+        fmt += f"{off - end}x{code}"
+        end = off + struct.calcsize(code)
+    return template, struct.Struct(fmt).unpack_from, tuple(key for _, key, _ in present), tuple(enums), tuple(others)
+
+
+#: acc_type codes by name, as :func:`_attribute_scalar` gives them.
+_ACC_TYPES = {code: info.name for code, info in DTYPE_BY_CODE.items()}
+
+
+def _attribute_scalar(key: str, value: object) -> object:
+    """An attribute scalar as :func:`_read_attributes` gives it (enums by name)."""
+    if key in _ENUM_FIELDS:
+        return _ENUM_FIELDS[key].get(value, value)
+    if key == "acc_type":
+        return DTYPE_BY_CODE[value].name if value in DTYPE_BY_CODE else value
+    return value
+
+
+def _attribute_vector(buf: bytes, at: int, f: Field, as_bytes: bool) -> object:
+    """The string or vector referenced from ``at``, as :func:`_read_attributes` gives it (MinVal
+    and MaxVal ``as_bytes``)."""
+    start = at + _U32(buf, at)[0] + 4
+    count = _U32(buf, start - 4)[0]
+    if f.kind == "string":
+        if start + count > len(buf):
+            raise IndexError(count)
+        return buf[start:start + count].decode("utf8")
+    size = struct.calcsize(f.fmt)
+    if start + size * count > len(buf):
+        raise IndexError(count)
+    if as_bytes:
+        return buf[start:start + size * count]
+    return list(_VECTORS[f.fmt, count](buf, start))
+
+
+class _Vectors(dict):
+    """``unpack_from`` of ``count`` little-endian ``fmt`` numbers by (fmt, count), made once."""
+
+    def __missing__(self, key: tuple[str, int]) -> Callable:
+        if len(self) > 4096:
+            self.clear()
+        got = self[key] = struct.Struct(f"<{key[1]}{key[0]}").unpack_from
+        return got
+
+
+_VECTORS = _Vectors()
+
+
 def _checked_shape(name: str, shape: tuple[int, ...]) -> None:
     if shape and min(shape) < 0:
         # TOSA 1.0 has no dynamic dimensions, so a negative one makes the graph invalid (the
@@ -277,11 +398,13 @@ def _tensor_maker(buf: bytes) -> Callable:
     """The ``make`` of the lean reader (:mod:`._bulk_read`) for ``buf``: a KeyError or size error
     makes it decline, and the per-table reader reports the error."""
     plain = _plain_constants() if sys.byteorder == "little" else {}
+    # (closure variables: cheaper than the module and attribute lookups, once per tensor)
+    prod, limit, tensor, ndarray = math.prod, MAX_TENSOR_ELEMENTS, Tensor, np.ndarray
 
     def make(name: str, shape: tuple[int, ...], code: int, start: int, length: int) -> Tensor:
         got = plain.get(code)
-        count = math.prod(shape)
-        if count > MAX_TENSOR_ELEMENTS:
+        count = prod(shape)
+        if count > limit:
             raise _TooLarge
         if got is None:
             dtype = DTYPE_BY_CODE[code].name
@@ -289,11 +412,11 @@ def _tensor_maker(buf: bytes) -> Callable:
             return Tensor(name, shape, dtype, data)
         dtype, working, itemsize = got
         if not length:
-            return Tensor(name, shape, dtype)
+            return tensor(name, shape, dtype)
         if length < count * itemsize:
             raise _TooLarge  # (the per-table reader names the tensor and the sizes)
-        # a read-only view of the file's bytes, as decode_constant makes
-        return Tensor(name, shape, dtype, np.frombuffer(buf, working, count, start).reshape(shape))
+        # a read-only view of the file's bytes, as decode_constant makes (one call, not two)
+        return tensor(name, shape, dtype, ndarray(shape, working, buf, start))
 
     return make
 
@@ -302,9 +425,53 @@ class _TooLarge(Exception):
     """A size the lean reader leaves to the per-table reader to report."""
 
 
+def _lean_makers(buf: bytes, op_names: dict[int, str]) -> _lean_read.Makers:
+    """The constructors :func:`._lean_read.read_graph` calls for ``buf``; an unusual value makes
+    them raise, so that the per-table reader reads the graph and reports any error."""
+    fieldless, attribute_vtables, operator_class = _FIELDLESS, {}, Operator
+
+    def operator(code: int, kind: int, at: int, inputs: list, outputs: list, location: str) -> Operator:
+        # (an unknown op code or attribute type is a KeyError; the caller checked the attribute
+        # table's bounds, all a type without fields, CONST's, needs)
+        if not fieldless[kind]:
+            return operator_class(op_names[code], _lean_attributes(buf, at, kind, attribute_vtables), inputs,
+                                  outputs, location)
+        if kind and not at:
+            raise KeyError(kind)  # (a missing attribute: the per-table reader reports it)
+        return operator_class(op_names[code], {}, inputs, outputs, location)
+
+    def shape(name: str, rank: int, start: int, length: int) -> Tensor:
+        if not length or sys.byteorder != "little":
+            data = decode_constant(np.frombuffer(buf, np.uint8, length, start), "SHAPE", (rank,)) if length else None
+            return Tensor(name, (rank,), "SHAPE", data)
+        if length < 8 * rank:
+            raise _TooLarge  # (the per-table reader names the sizes)
+        # a read-only view of the file's bytes, as decode_constant makes (one call, not four)
+        return Tensor(name, (rank,), "SHAPE", np.ndarray((rank,), np.int64, buf, start))
+
+    def block(name: str, operators: list, tensors: list, inputs: list, outputs: list, shapes: list) -> Block:
+        return Block(name, operators, {t.name: t for t in tensors}, inputs, outputs, {s.name: s for s in shapes})
+
+    return _lean_read.Makers(_tensor_maker(buf), shape, operator, block)
+
+
+class _Fieldless(dict):
+    """Attribute type -> whether it has no fields (0, no attribute, has none), filled on first
+    use; an unknown type raises KeyError."""
+
+    def __missing__(self, kind: int) -> bool:
+        class_name, fields = _attribute_reader(kind)
+        if not class_name:
+            raise KeyError(kind)
+        self[kind] = not fields
+        return not fields
+
+
+_FIELDLESS = _Fieldless({0: True})
+
+
 def _read_tensors(block: Table, fb: dict[str, Field]) -> list[Tensor]:
-    make = _tensor_maker(block.buf)
-    tensors = _lean_read.read_tensors(block, fb["Tensors"], make) or _bulk_read.read_tensors(block, fb["Tensors"], make)
+    tensors = _bulk_read.read_tensors(block, fb["Tensors"], _tensor_maker(block.buf))
     if tensors is None:
         ft = table_layout("TosaTensor")
         tensor_layout = tuple(ft[k] for k in _TENSOR_FIELDS)
@@ -313,16 +480,7 @@ def _read_tensors(block: Table, fb: dict[str, Field]) -> list[Tensor]:
 
 
 def _read_operators(block: Table, fb: dict[str, Field], op_names: dict[int, str]) -> list[Operator]:
-    def make(code, kind, at, inputs, outputs, location) -> Operator:
-        op_name = op_names[code]  # (a KeyError: read table by table, which names the operator)
-        class_name, fields = _attribute_reader(kind) if kind else ("", [])
-        if class_name and not fields and at:  # an attribute type without fields (CONST's)
-            return Operator(op_name, {}, inputs, outputs, location)
-        attribute = Table(block.buf, at) if at else None
-        return Operator(op_name, _read_attributes(attribute, kind, op_name), inputs, outputs, location)
-
-    operators = _lean_read.read_operators(block, fb["Operators"], make) or _bulk_read.read_operators(
-        block, fb["Operators"], make)
+    operators = _bulk_read.read_operators(block, fb["Operators"], _lean_makers(block.buf, op_names).operator)
     if operators is not None:
         return operators
     fo, text = table_layout("TosaOperator"), table_layout("OpLocation")["Text"]
@@ -374,8 +532,25 @@ def parse(data: bytes) -> Graph:
             f"not a TOSA flatbuffer: file identifier is not 'TOSA' ({len(data)} bytes)"
         )
     op_names = _op_names()
+    data = bytes(data)
+    lean = _lean_read.read_graph(data, _lean_makers(data, op_names))
+    if lean is not None:
+        version, regions = lean[0], [Region(name, blocks) for name, blocks in lean[1]]
+    else:
+        version, regions = _read_graph(data, op_names)
+    if version[0] != 1 or version[1] not in (0, 1):
+        # 1.1 is the draft the installed tosa-tools writes (its extra operators live in ops/).
+        raise TosaFormatError(
+            f"TOSA version {version[0]}.{version[1]}.{version[2]} is not supported (need 1.0.x or 1.1.x)"
+        )
+    if not regions or not regions[0].blocks:
+        raise TosaFormatError("TOSA graph has no region or no basic block")
+    return Graph(version=version, regions=regions, raw=data)
+
+
+def _read_graph(data: bytes, op_names: dict[int, str]) -> tuple[tuple[int, int, int, bool], list[Region]]:
+    """(version, regions) of ``data`` read table by table, reporting any corruption."""
     try:
-        data = bytes(data)
         root = Table(data, _ROOT(data, 0)[0])
         fg, fv, fr = (table_layout(n) for n in ("TosaGraph", "Version", "TosaRegion"))
         ver = root.table(fg["Version"])
@@ -393,17 +568,11 @@ def parse(data: bytes) -> Graph:
         raise TosaFormatError(
             f"corrupt or truncated TOSA flatbuffer ({len(data)} bytes): {type(exc).__name__}: {exc}"
         ) from None
-    if version[0] != 1 or version[1] not in (0, 1):
-        # 1.1 is the draft the installed tosa-tools writes (its extra operators live in ops/).
-        raise TosaFormatError(
-            f"TOSA version {version[0]}.{version[1]}.{version[2]} is not supported (need 1.0.x or 1.1.x)"
-        )
-    if not regions or not regions[0].blocks:
-        raise TosaFormatError("TOSA graph has no region or no basic block")
-    return Graph(version=version, regions=regions, raw=data)
+    return version, regions
 
 
 _ROOT = struct.Struct("<I").unpack_from
+_I32, _U32, _U16 = (struct.Struct(f).unpack_from for f in ("<i", "<I", "<H"))
 
 
 @functools.cache
