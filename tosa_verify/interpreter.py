@@ -200,7 +200,7 @@ class Interpreter:
     def _store(step: Step, call: OpCall, results: list, env: dict[str, np.ndarray]) -> None:
         """Check an operator's results against its declared outputs and store them."""
         if len(results) != len(step.outputs):
-            call.error_if(True, f"produced {len(results)} outputs, declared {len(step.outputs)}")
+            call.fail(f"produced {len(results)} outputs, declared {len(step.outputs)}")
         for (name, working, shape), value in zip(step.outputs, results, strict=True):
             if type(value) is not np.ndarray:
                 value = np.asarray(value)
@@ -211,7 +211,7 @@ class Interpreter:
             if step.error_after is not None:
                 raise step.error_after
             if value.shape != shape:
-                call.error_if(True, f"shape of output {name!r} is {list(value.shape)}, declared {list(shape)}")
+                call.fail(f"shape of output {name!r} is {list(value.shape)}, declared {list(shape)}")
             env[name] = value
 
 

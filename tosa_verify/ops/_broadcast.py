@@ -24,14 +24,14 @@ def broadcast_shape(call: OpCall, shape1: Sequence[int], shape2: Sequence[int]) 
     ERROR_IF the ranks differ or a dimension pair is neither equal nor has a 1.
     """
     if len(shape1) != len(shape2):
-        call.error_if(True, f"rank(shape1) != rank(shape2) ({len(shape1)} vs {len(shape2)})")
+        call.fail(f"rank(shape1) != rank(shape2) ({len(shape1)} vs {len(shape2)})")
     shape = list(shape1)
     for i, (d1, d2) in enumerate(zip(shape1, shape2, strict=True)):
         if d1 == 1:
             shape[i] = d2
         else:
             if d2 != 1 and d2 != d1:
-                call.error_if(True, f"shape2[{i}] != 1 && shape2[{i}] != shape1[{i}] ({d2} vs {d1})")
+                call.fail(f"shape2[{i}] != 1 && shape2[{i}] != shape1[{i}] ({d2} vs {d1})")
     return tuple(shape)
 
 
@@ -45,7 +45,7 @@ def check_broadcast(call: OpCall, *indices: int) -> tuple[int, ...]:
     for i in indices[1:]:
         shape = broadcast_shape(call, shape, call.input_decls[i].shape)
     if tuple(call.out_shape()) != shape:
-        call.error_if(True, f"shape != broadcast_shape(...) (output {list(call.out_shape())}, broadcast {list(shape)})")
+        call.fail(f"shape != broadcast_shape(...) (output {list(call.out_shape())}, broadcast {list(shape)})")
     return shape
 
 
@@ -63,7 +63,7 @@ def broadcast_inputs(call: OpCall, *indices: int) -> list[np.ndarray]:
 def check_same_shape(call: OpCall, in_index: int = 0) -> None:
     """ERROR_IF input ``in_index`` and the output have different shapes (unary ops)."""
     if tuple(call.input_decls[in_index].shape) != tuple(call.out_shape()):
-        call.error_if(True, f"shape(input) != shape(output) ({list(call.input_decls[in_index].shape)} vs {list(call.out_shape())})")
+        call.fail(f"shape(input) != shape(output) ({list(call.input_decls[in_index].shape)} vs {list(call.out_shape())})")
 
 
 def nan_mode(call: OpCall) -> str:
@@ -73,7 +73,7 @@ def nan_mode(call: OpCall) -> str:
     """
     mode = call.attrs.get("nan_mode", "PROPAGATE")
     if mode not in ("PROPAGATE", "IGNORE"):
-        call.error_if(True, f"nan_mode {mode!r} is not PROPAGATE or IGNORE")
+        call.fail(f"nan_mode {mode!r} is not PROPAGATE or IGNORE")
     return mode
 
 

@@ -19,16 +19,16 @@ from .registry import OpCall
 def check_rank(call: OpCall, rank: int, lo: int, hi: int, what: str) -> None:
     """ERROR_IF the rank of an argument is outside its spec range (``hi`` is MAX_RANK or fixed)."""
     if rank < lo or rank > hi:  # (the message is formatted only for a failing check)
-        call.error_if(True, f"rank({what}) = {rank} not in [{lo}, {hi}]")
+        call.fail(f"rank({what}) = {rank} not in [{lo}, {hi}]")
 
 
 def shape_input(call: OpCall, i: int, length: int | None, what: str) -> list[int]:
     """Values of SHAPE operand ``i`` as Python ints; ERROR_IF it is not a SHAPE of ``length``."""
     if call.in_dtype(i) != "SHAPE":
-        call.error_if(True, f"{what} is {call.in_dtype(i)}, not a shape_t")
+        call.fail(f"{what} is {call.in_dtype(i)}, not a shape_t")
     values = np.asarray(call.inputs[i]).reshape(-1)
     if length is not None and values.size != length:
-        call.error_if(True, f"length({what}) = {values.size} != {length}")
+        call.fail(f"length({what}) = {values.size} != {length}")
     return values.tolist() if values.dtype.kind in "iu" else [int(v) for v in values]
 
 
@@ -36,11 +36,11 @@ def check_same_dtype(call: OpCall, allowed: tuple[str, ...], *inputs: int) -> st
     """ERROR_IF the listed inputs and output 0 do not share one dtype from ``allowed``."""
     dtype = call.out_dtype()
     if dtype not in allowed:
-        call.error_if(True, f"in_out_t {dtype} not supported")
+        call.fail(f"in_out_t {dtype} not supported")
     decls = call.input_decls
     for i in inputs:
         if decls[i].dtype != dtype:
-            call.error_if(True, f"input {i} is {call.in_dtype(i)}, output is {dtype}")
+            call.fail(f"input {i} is {call.in_dtype(i)}, output is {dtype}")
     return dtype
 
 

@@ -31,7 +31,7 @@ def block_size(call: OpCall) -> int:
     """
     size = int(call.attrs.get("block_size", 0))
     if size not in BLOCK_SIZES:
-        call.error_if(True, f"block_size {size} is not a block_size_t value {BLOCK_SIZES}")
+        call.fail(f"block_size {size} is not a block_size_t value {BLOCK_SIZES}")
     return size
 
 

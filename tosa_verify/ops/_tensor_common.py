@@ -36,7 +36,7 @@ def _quiet(fn):
 def _level(call: OpCall, values: Sequence[int], limit: int, what: str) -> None:
     """Level 8K LEVEL_CHECK(value <= limit) for each of ``values``."""
     if values and max(values) > limit:  # (any value over the limit)
-        call.error_if(True, f"level 8K: {what} > {limit}")
+        call.fail(f"level 8K: {what} > {limit}")
 
 
 #: GEMMs below this many multiply-adds run on one BLAS thread (see :func:`_gemm`).
@@ -88,25 +88,25 @@ def _ints(call: OpCall, name: str, length: int) -> list[int]:
     """An integer-list attribute of exactly ``length`` entries (ERROR_IF otherwise)."""
     value = call.attrs.get(name)
     if value is None:
-        call.error_if(True, f"missing attribute {name}")
+        call.fail(f"missing attribute {name}")
     value = [int(v) for v in value]
     if len(value) != length:
-        call.error_if(True, f"length({name}) != {length}")
+        call.fail(f"length({name}) != {length}")
     return value
 
 
 def _check_rank(call: OpCall, shape: Sequence[int], rank: int, what: str) -> None:
     if len(shape) != rank:
-        call.error_if(True, f"rank({what}) != {rank}")
+        call.fail(f"rank({what}) != {rank}")
 
 
 def _zero_point(call: OpCall, i: int, dtype: str, what: str) -> int | float:
     """The scalar value of zero-point input ``i`` (shape [1], element type ``dtype``)."""
     decl = call.input_decls[i]
     if decl.dtype != dtype:
-        call.error_if(True, f"{what} element type {decl.dtype} != {dtype}")
+        call.fail(f"{what} element type {decl.dtype} != {dtype}")
     if tuple(decl.shape) != (1,):
-        call.error_if(True, f"shape({what}) != [1]")
+        call.fail(f"shape({what}) != [1]")
     value = call.inputs[i].reshape(-1)[0]
     return float(value) if _is_float(dtype) else int(value)
 
@@ -114,7 +114,7 @@ def _zero_point(call: OpCall, i: int, dtype: str, what: str) -> int | float:
 def _check_zero_point(call: OpCall, zp: int | float, dtype: str, what: str) -> None:
     """Spec: ``ERROR_IF(!is_same<t, i8_t>() && zp != 0)`` (a NaN zero point is also not 0)."""
     if dtype != "INT8" and not zp == 0:
-        call.error_if(True, f"!is_same<{dtype}, i8_t>() && {what} != 0")
+        call.fail(f"!is_same<{dtype}, i8_t>() && {what} != 0")
 
 
 def _exact_dtype(terms: int, max_a: int, max_b: int) -> tuple[type, int]:
@@ -217,9 +217,9 @@ def _finish_float(acc: np.ndarray, bias: np.ndarray, out_dtype: str) -> np.ndarr
 def _out_size(call: OpCall, out: int, numerator: int, stride: int, what: str) -> None:
     """``ERROR_IF(out != idiv_check(numerator, stride) + 1)``, idiv_check included."""
     if numerator % stride != 0:
-        call.error_if(True, f"idiv_check: ({what} numerator {numerator}) % stride {stride} != 0")
+        call.fail(f"idiv_check: ({what} numerator {numerator}) % stride {stride} != 0")
     if out != numerator // stride + 1:
-        call.error_if(True, f"O{what} != idiv_check(..., stride) + 1")
+        call.fail(f"O{what} != idiv_check(..., stride) + 1")
 
 
 def _tap_ranges(
@@ -463,7 +463,7 @@ def _check_bias(call: OpCall, channels: int, index: int = 2) -> np.ndarray:
     """``ERROR_IF(BC != OC && BC != 1)``; returns bias input ``index`` broadcast to ``channels``."""
     bc = call.input_decls[index].shape[0]
     if bc != channels and bc != 1:
-        call.error_if(True, f"BC != OC && BC != 1 (BC={bc}, OC={channels})")
+        call.fail(f"BC != OC && BC != 1 (BC={bc}, OC={channels})")
     bias = call.inputs[index].reshape(-1)
     if bias.shape == (channels,) and not bias.flags.writeable:
         return bias  # (a read-only constant of the right size: what broadcast_to would give)

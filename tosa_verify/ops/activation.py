@@ -36,7 +36,7 @@ def _clamp_bound(call: OpCall, name: str, dtype: str):
     raw = call.attrs.get(name, b"")
     working = dtype_info(dtype).working
     if len(raw) < working.itemsize:
-        call.error_if(True, f"{name} has {len(raw)} bytes, {dtype} needs {working.itemsize}")
+        call.fail(f"{name} has {len(raw)} bytes, {dtype} needs {working.itemsize}")
     value = np.frombuffer(bytes(raw[: working.itemsize]), dtype=working.newbyteorder("<"))
     return value.astype(working)[0]
 
@@ -90,7 +90,7 @@ def _clamp_checks(call: OpCall) -> tuple:
     if is_float:
         call.error_if(bool(np.isnan(lo) or np.isnan(hi)), "isNaN(min_val) || isNaN(max_val)")
     if bool(hi < lo):
-        call.error_if(True, f"max_val < min_val ({hi} < {lo})")
+        call.fail(f"max_val < min_val ({hi} < {lo})")
     return lo, hi, mode, is_float
 
 

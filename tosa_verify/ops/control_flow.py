@@ -51,7 +51,7 @@ def _sub_graph(call: OpCall, attr: str) -> Block:
     try:
         return call.runtime.graph.block(name)
     except TosaFormatError:
-        call.error_if(True, f"{attr} {name!r} names no basic block or region of the graph")
+        call.fail(f"{attr} {name!r} names no basic block or region of the graph")
         raise AssertionError from None  # unreachable: error_if raised
 
 
@@ -61,7 +61,7 @@ def _interface(call: OpCall, block: Block, names: list[str], what: str) -> list[
     for name in names:
         decl = block.tensors.get(name) or block.shapes.get(name)
         if decl is None:
-            call.error_if(True, f"{what} {name!r} of sub-graph {block.name!r} is not declared")
+            call.fail(f"{what} {name!r} of sub-graph {block.name!r} is not declared")
         decls.append(decl)
     return decls
 
@@ -69,7 +69,7 @@ def _interface(call: OpCall, block: Block, names: list[str], what: str) -> list[
 def _check_lists_match(call: OpCall, mine: ListSignature, block: Block, theirs: ListSignature, condition: str) -> None:
     """ERROR_IF(condition) when the operator's tensor list and the sub-graph's interface differ."""
     if mine != theirs:
-        call.error_if(True, f"{condition}: {_show(mine)} vs {_show(theirs)} of sub-graph {block.name!r}")
+        call.fail(f"{condition}: {_show(mine)} vs {_show(theirs)} of sub-graph {block.name!r}")
 
 
 def _check_nesting(call: OpCall) -> None:
@@ -80,7 +80,7 @@ def _check_nesting(call: OpCall) -> None:
     """
     nesting = call.runtime.depth - 1
     if nesting >= MAX_NESTING:
-        call.error_if(True, f"tosa_nesting_depth {nesting} >= MAX_NESTING {MAX_NESTING}")
+        call.fail(f"tosa_nesting_depth {nesting} >= MAX_NESTING {MAX_NESTING}")
 
 
 def _run_sub_graph(call: OpCall, block: Block, values: list[np.ndarray]) -> list[np.ndarray]:
@@ -112,9 +112,9 @@ def cond_if(call: OpCall) -> list[np.ndarray]:
     _check_nesting(call)
     condition_decl = call.input_decls[0]
     if condition_decl.dtype != "BOOL":
-        call.error_if(True, f"condition is {condition_decl.dtype}, not bool_t")
+        call.fail(f"condition is {condition_decl.dtype}, not bool_t")
     if condition_decl.size != 1:
-        call.error_if(True, f"tensor_size(shape) != 1 for condition shape {list(condition_decl.shape)}")
+        call.fail(f"tensor_size(shape) != 1 for condition shape {list(condition_decl.shape)}")
 
     then_graph = _sub_graph(call, "then_graph")
     else_graph = _sub_graph(call, "else_graph")
@@ -134,7 +134,7 @@ def _check_while_interfaces(call: OpCall, cond_graph: Block, body_graph: Block) 
     """Every ERROR_IF of WHILE_LOOP relating the operator's lists and its two sub-graphs."""
     inputs = _signature(call.input_decls)
     if inputs != _signature(call.output_decls):
-        call.error_if(True, f"tensor_list_shape(input_list) != tensor_list_shape(output_list): " f"{_show(inputs)} vs {_show(_signature(call.output_decls))}")
+        call.fail(f"tensor_list_shape(input_list) != tensor_list_shape(output_list): " f"{_show(inputs)} vs {_show(_signature(call.output_decls))}")
     cond_in = _signature(_interface(call, cond_graph, cond_graph.inputs, "input"))
     body_in = _signature(_interface(call, body_graph, body_graph.inputs, "input"))
     body_out = _signature(_interface(call, body_graph, body_graph.outputs, "output"))
@@ -144,11 +144,11 @@ def _check_while_interfaces(call: OpCall, cond_graph: Block, body_graph: Block) 
 
     cond_out = _interface(call, cond_graph, cond_graph.outputs, "output")
     if len(cond_out) != 1:
-        call.error_if(True, f"cond_graph {cond_graph.name!r} has {len(cond_out)} outputs, not one condition")
+        call.fail(f"cond_graph {cond_graph.name!r} has {len(cond_out)} outputs, not one condition")
     if cond_out[0].size != 1:
-        call.error_if(True, f"tensor_size(tosa_output_shape(cond_graph)) != 1: shape {list(cond_out[0].shape)}")
+        call.fail(f"tensor_size(tosa_output_shape(cond_graph)) != 1: shape {list(cond_out[0].shape)}")
     if cond_out[0].dtype != "BOOL":
-        call.error_if(True, f"tosa_output_type(cond_graph) != bool_t: {cond_out[0].dtype}")
+        call.fail(f"tosa_output_type(cond_graph) != bool_t: {cond_out[0].dtype}")
 
 
 @register("WHILE_LOOP", extensions=("EXT-CONTROLFLOW",))

@@ -45,9 +45,9 @@ def _concat_checks(call: OpCall) -> int:
     n = len(call.inputs)
     call.error_if(n == 0, "input1 == []")
     if len(call.output_decls) != 1:
-        call.error_if(True, f"output count {len(call.output_decls)} != 1")
+        call.fail(f"output count {len(call.output_decls)} != 1")
     if n > MAX_TENSOR_LIST_SIZE:
-        call.error_if(True, f"tensor_list_shape(input1) = {n} > MAX_TENSOR_LIST_SIZE")
+        call.fail(f"tensor_list_shape(input1) = {n} > MAX_TENSOR_LIST_SIZE")
     check_same_dtype(call, _layout_types(call), *range(n))
     shapes = [tuple(d.shape) for d in call.input_decls]
     out_shape = tuple(call.out_shape())
@@ -124,7 +124,7 @@ def _reshape_checks(call: OpCall) -> tuple[int, ...]:
     new_shape = shape_input(call, 1, len(out_shape), "shape")
     # The shape operand is the output's shape: it must agree with the declared output.
     if tuple(new_shape) != out_shape:
-        call.error_if(True, f"shape operand {new_shape} != output shape {list(out_shape)}")
+        call.fail(f"shape operand {new_shape} != output shape {list(out_shape)}")
     out_size = math.prod(out_shape)
     call.error_if(in_decl.size != out_size, "tensor_size(shape1) != tensor_size(shape)")
     return out_shape
@@ -217,21 +217,21 @@ def _transpose_checks(call: OpCall) -> list[int]:
     if not -(1 << 63) <= out_size < 1 << 63:  # (numpy's int64 product, as this check always was)
         out_size = int(np.prod(out_shape, dtype=np.int64))
     if call.input_decls[0].size != out_size:
-        call.error_if(True, "tensor_size(shape1) != tensor_size(shape)")
+        call.fail("tensor_size(shape1) != tensor_size(shape)")
     perms = [int(p) for p in call.attrs.get("perms", [])]
     if len(perms) != rank:
-        call.error_if(True, f"length(perms) = {len(perms)} != rank(shape1)")
+        call.fail(f"length(perms) = {len(perms)} != rank(shape1)")
     used = [False] * rank
     for p in perms:  # (each check an if in front of error_if: a call only for a failing one)
         if p >= rank:
-            call.error_if(True, "index >= rank(shape1)")
+            call.fail("index >= rank(shape1)")
         if p < 0:
-            call.error_if(True, "index < 0")
+            call.fail("index < 0")
         if used[p]:
-            call.error_if(True, "indexes_used[index] == true")
+            call.fail("indexes_used[index] == true")
         used[p] = True
     if [in_shape[p] for p in perms] != list(out_shape):
-        call.error_if(True, "shape1[perms[i]] != shape[i]")
+        call.fail("shape1[perms[i]] != shape[i]")
     return perms
 
 
@@ -253,7 +253,7 @@ def reshape_block_scaled(call: OpCall) -> list[np.ndarray]:
     out_shape = tuple(call.out_shape(0))
     new_shape = tuple(shape_input(call, input_len, len(out_shape), "new_value_shape"))
     if new_shape != out_shape:
-        call.error_if(True, f"new_value_shape {list(new_shape)} != shape(output[0]) {list(out_shape)}")
+        call.fail(f"new_value_shape {list(new_shape)} != shape(output[0]) {list(out_shape)}")
     check_rank(call, len(value_shape), 0, MAX_RANK, "input[0]")
     check_rank(call, len(out_shape), 0, MAX_RANK, "output[0]")
     in_size = int(np.prod(value_shape, dtype=np.int64))
@@ -263,10 +263,10 @@ def reshape_block_scaled(call: OpCall) -> list[np.ndarray]:
         return [np.reshape(call.inputs[0], out_shape)]
     dtype = call.out_dtype(0)
     if dtype not in MX_ELEMENT_TYPES or call.in_dtype(0) != dtype:
-        call.error_if(True, f"in_out_t {dtype} is not an MX element type")
+        call.fail(f"in_out_t {dtype} is not an MX element type")
     for dt, what in ((call.in_dtype(1), "input[1]"), (call.out_dtype(1), "output[1]")):
         if dt != SCALE_TYPE:
-            call.error_if(True, f"{what} is {dt}, not {SCALE_TYPE}")
+            call.fail(f"{what} is {dt}, not {SCALE_TYPE}")
     s_shape = tuple(call.input_decls[1].shape)
     call.error_if(len(value_shape) == 0 or len(new_shape) == 0, "rank(value_shape1) == 0 || rank(new_value_shape) == 0")
     call.error_if(len(value_shape) != len(s_shape), "rank(value_shape1) != rank(scale_shape1)")

@@ -17,7 +17,7 @@ def const(call: OpCall) -> list[np.ndarray]:
     call.check_arity(0, 1)
     decl = call.output_decls[0]
     if decl.data is None:
-        call.error_if(True, f"CONST output {decl.name!r} has no data")
+        call.fail(f"CONST output {decl.name!r} has no data")
     return [decl.data]
 
 

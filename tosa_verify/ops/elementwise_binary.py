@@ -322,9 +322,9 @@ def _mul_checks(call: OpCall) -> tuple[int, int]:
     call.check_types(_int64.with_int64(call, _MUL_TYPES, ("INT64", "INT64", "INT8", "INT64")))
     shift_decl = call.input_decls[2]
     if len(shift_decl.shape) != 1:
-        call.error_if(True, f"rank(shift) != 1 (shape {list(shift_decl.shape)})")
+        call.fail(f"rank(shift) != 1 (shape {list(shift_decl.shape)})")
     if tuple(shift_decl.shape) != (1,):
-        call.error_if(True, f"shape(shift) != [1] ({list(shift_decl.shape)})")
+        call.fail(f"shape(shift) != [1] ({list(shift_decl.shape)})")
     return 0, 1
 
 
@@ -438,9 +438,9 @@ def _table_checks(call: OpCall) -> None:
     # The reference model rejects a wrongly sized table as an ERROR_IF (the spec writes
     # REQUIRE(length(table) == TABLE_SIZE), but the length is static).
     if len(tdecl.shape) != 1:
-        call.error_if(True, f"rank(table) != 1 (shape {list(tdecl.shape)})")
+        call.fail(f"rank(table) != 1 (shape {list(tdecl.shape)})")
     if tdecl.shape[0] != size:
-        call.error_if(True, f"length(table) != TABLE_SIZE ({tdecl.shape[0]} vs {size})")
+        call.fail(f"length(table) != TABLE_SIZE ({tdecl.shape[0]} vs {size})")
 
 
 def _lookup(call: OpCall, x: np.ndarray, tab: np.ndarray, slopes_fit: bool | None) -> np.ndarray:

@@ -38,7 +38,7 @@ _RESIZE_TYPES = {
 def _idiv_check(call: OpCall, a: int, b: int, what: str) -> int:
     """Spec ``idiv_check``: ERROR_IF ``a`` is not a multiple of ``b``; C division otherwise."""
     if a % b != 0:
-        call.error_if(True, f"{what} is not an integer")
+        call.fail(f"{what} is not an integer")
     q = abs(a) // abs(b)
     return q if (a >= 0) == (b > 0) else -q
 
@@ -71,10 +71,10 @@ def resize(call: OpCall) -> list[np.ndarray]:
     call.check_arity(4, 1)
     mode = call.attrs.get("mode")
     if mode not in _RESIZE_TYPES:
-        call.error_if(True, f"mode {mode} is not NEAREST or BILINEAR")
+        call.fail(f"mode {mode} is not NEAREST or BILINEAR")
     in_t, out_t = call.in_dtype(0), call.out_dtype()
     if (in_t, out_t) not in _RESIZE_TYPES[mode]:
-        call.error_if(True, f"unsupported {mode} types {in_t} -> {out_t}")
+        call.fail(f"unsupported {mode} types {in_t} -> {out_t}")
     in_shape = tuple(call.input_decls[0].shape)
     out_shape = tuple(call.out_shape())
     check_rank(call, len(in_shape), 4, 4, "input")
@@ -127,9 +127,9 @@ def resize(call: OpCall) -> list[np.ndarray]:
     expect_oh = _idiv_check(call, (ih - 1) * scale_y_n - offset_y + border_y, scale_y_d, "OH") + 1
     expect_ow = _idiv_check(call, (iw - 1) * scale_x_n - offset_x + border_x, scale_x_d, "OW") + 1
     if oh != expect_oh:
-        call.error_if(True, f"OH != idiv_check((IH - 1) * scale_y_n - offset_y + border_y, scale_y_d) + 1 = {expect_oh}")
+        call.fail(f"OH != idiv_check((IH - 1) * scale_y_n - offset_y + border_y, scale_y_d) + 1 = {expect_oh}")
     if ow != expect_ow:
-        call.error_if(True, f"OW != idiv_check((IW - 1) * scale_x_n - offset_x + border_x, scale_x_d) + 1 = {expect_ow}")
+        call.fail(f"OW != idiv_check((IW - 1) * scale_x_n - offset_x + border_x, scale_x_d) + 1 = {expect_ow}")
 
     x = call.inputs[0]
     working = dtype_info(out_t).working

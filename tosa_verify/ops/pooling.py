@@ -161,7 +161,7 @@ def _avg_pool_params(call: OpCall, window: tuple[list[int], list[int], list[int]
     dt, acc_dt = call.in_dtype(0), call.attrs.get("acc_type")
     call.error_if(call.out_dtype() != dt, "output element type != in_out_t")
     if (dt, acc_dt) not in AVG_POOL_TYPES:
-        call.error_if(True, f"unsupported (in_out_t, acc_t) {(dt, acc_dt)}")
+        call.fail(f"unsupported (in_out_t, acc_t) {(dt, acc_dt)}")
     in_zp = _zero_point(call, 1, dt, "input_zp")
     out_zp = _zero_point(call, 2, dt, "output_zp")
     _check_zero_point(call, in_zp, dt, "input_zp")
@@ -244,7 +244,7 @@ def _max_pool_checks(call: OpCall, window: tuple[list[int], list[int], list[int]
     dt = call.in_dtype(0)
     call.error_if(call.out_dtype() != dt, "output element type != in_out_t")
     if dt not in MAX_TYPES:
-        call.error_if(True, f"unsupported in_out_t {dt}")
+        call.fail(f"unsupported in_out_t {dt}")
     return (dt, *_check_pool(call, *window))
 
 
@@ -290,14 +290,14 @@ def argmax(call: OpCall) -> list[np.ndarray]:
     out_t = call.out_dtype()
     # TOSA 1.1 (EXT-INT64): an i64_t result for every in_t, and i32_t / i64_t inputs with it
     if out_t not in ("INT32", *int64_if_11(call)):
-        call.error_if(True, f"out_t {out_t} is not i32_t")
+        call.fail(f"out_t {out_t} is not i32_t")
     allowed = (*MAX_TYPES, "INT32", "INT64") if out_t == "INT64" else MAX_TYPES
     if dt not in allowed:
-        call.error_if(True, f"unsupported in_t {dt} (with out_t {out_t})")
+        call.fail(f"unsupported in_t {dt} (with out_t {out_t})")
     shape1 = tuple(call.input_decls[0].shape)
     axis = int(call.attrs.get("axis", 0))
     if len(shape1) < 1 or len(shape1) > MAX_RANK:
-        call.error_if(True, f"rank(input) not in [1, MAX_RANK={MAX_RANK}]")
+        call.fail(f"rank(input) not in [1, MAX_RANK={MAX_RANK}]")
     call.error_if(axis < 0 or axis >= len(shape1), "axis < 0 || axis >= rank(shape1)")
     call.error_if(
         tuple(call.out_shape()) != shape1[:axis] + shape1[axis + 1 :],
@@ -333,7 +333,7 @@ def _check_fft_tensors(call: OpCall) -> None:
     """The ERROR_IFs FFT2D and RFFT2D share: every input and output fp32_t of rank 3."""
     for decl in (*call.input_decls, *call.output_decls):
         if decl.dtype != "FP32":
-            call.error_if(True, f"{decl.name} element type {decl.dtype} != fp32_t")
+            call.fail(f"{decl.name} element type {decl.dtype} != fp32_t")
         _check_rank(call, decl.shape, 3, decl.name)
 
 
@@ -351,7 +351,7 @@ def fft2d(call: OpCall) -> list[np.ndarray]:
     )
     for i in range(2):
         if tuple(call.out_shape(i)) != shape:
-            call.error_if(True, f"shape(output {i}) != [N,H,W]")
+            call.fail(f"shape(output {i}) != [N,H,W]")
     _, h, w = shape
     call.error_if(not _power_of_two(h), "!power_of_two(H)")
     call.error_if(not _power_of_two(w), "!power_of_two(W)")
@@ -375,7 +375,7 @@ def rfft2d(call: OpCall) -> list[np.ndarray]:
     n, h, w = call.input_decls[0].shape
     for i in range(2):
         if tuple(call.out_shape(i)) != (n, h, w // 2 + 1):
-            call.error_if(True, f"shape(output {i}) != [N,H,W/2 + 1]")
+            call.fail(f"shape(output {i}) != [N,H,W/2 + 1]")
     call.error_if(not _power_of_two(h), "!power_of_two(H)")
     call.error_if(not _power_of_two(w), "!power_of_two(W)")
     _level(call, [h, w], MAX_KERNEL, "H or W")

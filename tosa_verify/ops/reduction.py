@@ -26,9 +26,9 @@ def _reduce_checks(call: OpCall, allowed: tuple[str, ...]) -> tuple[np.ndarray, 
     call.check_arity(1, 1)
     dtype = call.out_dtype()
     if dtype not in allowed:
-        call.error_if(True, f"in_out_t {dtype} not supported by {call.op}")
+        call.fail(f"in_out_t {dtype} not supported by {call.op}")
     if call.in_dtype() != dtype:
-        call.error_if(True, f"input is {call.in_dtype()}, output is {dtype}")
+        call.fail(f"input is {call.in_dtype()}, output is {dtype}")
     x = call.inputs[0]
     in_shape = tuple(call.input_decls[0].shape)
     out_shape = tuple(call.out_shape())
@@ -41,7 +41,7 @@ def _reduce_checks(call: OpCall, allowed: tuple[str, ...]) -> tuple[np.ndarray, 
     # The other dimensions are copied through (the output shape is the input's with axis -> 1).
     expected = in_shape[:axis] + (1,) + in_shape[axis + 1 :]
     if out_shape != expected:
-        call.error_if(True, f"output shape {list(out_shape)} != {list(expected)}")
+        call.fail(f"output shape {list(out_shape)} != {list(expected)}")
     return x, axis
 
 
@@ -63,7 +63,7 @@ def _nan_mode(call: OpCall, dtype: str) -> str:
     mode = call.attrs.get("nan_mode", "PROPAGATE")
     # nan_mode only matters for floats; integer graphs may leave it unset.
     if dtype in _FLOATS and mode not in ("PROPAGATE", "IGNORE"):
-        call.error_if(True, f"nan_mode {mode} is not PROPAGATE or IGNORE")
+        call.fail(f"nan_mode {mode} is not PROPAGATE or IGNORE")
     return mode
 
 

@@ -7,7 +7,7 @@ in :data:`REGISTRY` and nothing else, so the supported-op list is this dictionar
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
@@ -183,13 +183,22 @@ class OpCall:
         ``description`` should read like the spec's condition, e.g. ``"stride_y < 1"``.
         """
         if bool(condition):
-            raise TosaValidationError(
-                f"{self._where()}: ERROR_IF({description})",
-                op_index=self.index,
-                op=self.op,
-                tensors=tuple(t.name for t in (*self.input_decls, *self.output_decls)),
-                condition=description,
-            )
+            self.fail(description)
+
+    def fail(self, description: str) -> NoReturn:
+        """Raise the :class:`TosaValidationError` of the spec ERROR_IF ``description``, whose
+        condition the caller found true.
+
+        The form for checks on a hot path: ``if stride_y < 1: call.fail(f"stride_y {stride_y} < 1")``
+        formats the message only when the check fails (``error_if`` takes it ready-made).
+        """
+        raise TosaValidationError(
+            f"{self._where()}: ERROR_IF({description})",
+            op_index=self.index,
+            op=self.op,
+            tensors=tuple(t.name for t in (*self.input_decls, *self.output_decls)),
+            condition=description,
+        )
 
     def require(self, condition: bool | np.bool_, description: str) -> None:
         """Raise :class:`TosaRequireError` when a spec REQUIRE does *not* hold (data-dependent)."""
@@ -206,9 +215,9 @@ class OpCall:
         """ERROR_IF the operator has the wrong number of inputs or outputs."""
         allowed = (n_inputs,) if isinstance(n_inputs, int) else n_inputs
         if len(self.inputs) not in allowed:  # (messages formatted only for a failing check)
-            self.error_if(True, f"input count {len(self.inputs)} not in {allowed}")
+            self.fail(f"input count {len(self.inputs)} not in {allowed}")
         if len(self.output_decls) != n_outputs:
-            self.error_if(True, f"output count {len(self.output_decls)} != {n_outputs}")
+            self.fail(f"output count {len(self.output_decls)} != {n_outputs}")
 
     def check_types(self, allowed: Sequence[tuple[str, ...]]) -> tuple[str, ...]:
         """ERROR_IF the (input dtypes..., output dtypes...) signature is not in ``allowed``.
@@ -228,5 +237,5 @@ class OpCall:
                 continue
             if sig[:n_in] == tuple(entry[:n_in]) and sig[len(self.input_decls):] == tuple(entry[n_in:]):
                 return entry
-        self.error_if(True, f"unsupported type combination {sig}")
+        self.fail(f"unsupported type combination {sig}")
         raise AssertionError  # unreachable

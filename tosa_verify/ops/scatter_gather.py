@@ -25,7 +25,7 @@ def _indices(call: OpCall, i: int, n: int, k: int) -> np.ndarray:
     # TOSA 1.1 (EXT-INT64): i64_t indices, and i64_t values (with i64_t indices only)
     index_types = ("INT32", *int64_if_11(call)) if call.out_dtype() != "INT64" else ("INT64",)
     if call.in_dtype(i) not in index_types:
-        call.error_if(True, f"index_t {call.in_dtype(i)} not in {index_types}")
+        call.fail(f"index_t {call.in_dtype(i)} not in {index_types}")
     idx = call.inputs[i].astype(np.int64)
     call.require(idx.size == 0 or (idx.min() >= 0 and idx.max() < k), "0 <= k && k < K")
     return idx
@@ -37,7 +37,7 @@ def gather(call: OpCall) -> list[np.ndarray]:
     call.check_arity(2, 1)
     dtype = call.out_dtype()
     if dtype not in (*GATHER_TYPES, *int64_if_11(call)):
-        call.error_if(True, f"in_out_t {dtype} not supported")
+        call.fail(f"in_out_t {dtype} not supported")
     call.error_if(call.in_dtype(0) != dtype, "values and output types differ")
     values_shape = tuple(call.input_decls[0].shape)
     indices_shape = tuple(call.input_decls[1].shape)
@@ -49,7 +49,7 @@ def gather(call: OpCall) -> list[np.ndarray]:
     w = indices_shape[1]
     call.error_if(indices_shape[0] != n, "shape(indices)[0] != N")
     if out_shape != (n, w, c):
-        call.error_if(True, f"shape(output) {list(out_shape)} != [N, W, C] = {[n, w, c]}")
+        call.fail(f"shape(output) {list(out_shape)} != [N, W, C] = {[n, w, c]}")
     idx = _indices(call, 1, n, k)
     # Vectorized row gather: the index broadcasts over channels.
     return [np.take_along_axis(call.inputs[0], idx[:, :, None], axis=1)]
@@ -64,7 +64,7 @@ def scatter(call: OpCall) -> list[np.ndarray]:
     call.check_arity(3, 1)
     dtype = call.out_dtype()
     if dtype not in (*GATHER_TYPES, *int64_if_11(call)):
-        call.error_if(True, f"in_out_t {dtype} not supported")
+        call.fail(f"in_out_t {dtype} not supported")
     call.error_if(
         call.in_dtype(0) != dtype or call.in_dtype(2) != dtype,
         "values_in, input and values_out types differ",
@@ -81,9 +81,9 @@ def scatter(call: OpCall) -> list[np.ndarray]:
     w = indices_shape[1]
     call.error_if(indices_shape[0] != n, "shape(indices)[0] != N")
     if input_shape != (n, w, c):
-        call.error_if(True, f"shape(input) {list(input_shape)} != [N, W, C] = {[n, w, c]}")
+        call.fail(f"shape(input) {list(input_shape)} != [N, W, C] = {[n, w, c]}")
     if out_shape != (n, k, c):
-        call.error_if(True, f"shape(values_out) {list(out_shape)} != [N, K, C] = {[n, k, c]}")
+        call.fail(f"shape(values_out) {list(out_shape)} != [N, K, C] = {[n, k, c]}")
     idx = _indices(call, 1, n, k)
     if w > 1 and c > 0:
         ordered = np.sort(idx, axis=1)
@@ -103,7 +103,7 @@ ROW_GATHER_TYPES = (*GATHER_TYPES, "INT64", *BLOCK_SCALED)
 def _row_count(call: OpCall, i: int) -> int:
     """The i32_t [1] ``row_count`` operand; ERROR_IF(row_count < 1)."""
     if call.in_dtype(i) != "INT32":
-        call.error_if(True, f"row_count is {call.in_dtype(i)}, not i32_t")
+        call.fail(f"row_count is {call.in_dtype(i)}, not i32_t")
     call.error_if(call.inputs[i].size != 1, "shape(row_count) != [1]")
     count = int(call.inputs[i].reshape(-1)[0])
     call.error_if(count < 1, "row_count < 1")
@@ -113,7 +113,7 @@ def _row_count(call: OpCall, i: int) -> int:
 def _row_indices(call: OpCall, i: int, n: int, k: int, rows: int) -> np.ndarray:
     """The [N, W] index operand (i32_t or i64_t) after REQUIRE(0 <= k && k + row_count <= K)."""
     if call.in_dtype(i) not in ("INT32", "INT64"):
-        call.error_if(True, f"index_t {call.in_dtype(i)} not i32_t/i64_t")
+        call.fail(f"index_t {call.in_dtype(i)} not i32_t/i64_t")
     shape = tuple(call.input_decls[i].shape)
     check_rank(call, len(shape), 2, 2, "indices")
     call.error_if(shape[0] != n, "shape(indices)[0] != N")
@@ -137,7 +137,7 @@ def _check_row_gather_shapes(call: OpCall, values: int, output: int, rows: int, 
     check_rank(call, len(out_shape), 3, 3, "output")
     n, k, c = values_shape
     if out_shape != (n, w * rows, c):
-        call.error_if(True, f"shape(output) {list(out_shape)} != [N, W*row_count, C] = {[n, w * rows, c]}")
+        call.fail(f"shape(output) {list(out_shape)} != [N, W*row_count, C] = {[n, w * rows, c]}")
     return n, k, c
 
 
@@ -151,14 +151,14 @@ def row_gather(call: OpCall) -> list[np.ndarray]:
     call.check_arity(3, 1)
     dtype = call.out_dtype()
     if dtype not in ROW_GATHER_TYPES:
-        call.error_if(True, f"in_out_t {dtype} not supported")
+        call.fail(f"in_out_t {dtype} not supported")
     call.error_if(call.in_dtype(0) != dtype, "values and output types differ")
     rows = _row_count(call, 2)
     w = call.input_decls[1].shape[-1] if call.input_decls[1].shape else 0
     n, k, c = _check_row_gather_shapes(call, 0, 0, rows, w)
     block = dtype_info(dtype).block
     if block > 0 and c % block != 0:
-        call.error_if(True, f"is_block_scale<in_out_t>() && C % {block} != 0")
+        call.fail(f"is_block_scale<in_out_t>() && C % {block} != 0")
     idx = _row_indices(call, 1, n, k, rows)
     return [_gather_rows(call.inputs[0], idx, rows)]
 
@@ -179,7 +179,7 @@ def row_gather_block_scaled(call: OpCall) -> list[np.ndarray]:
     dtype = call.out_dtype(0)
     allowed = MX_ELEMENT_TYPES if values_len == 2 else (*GATHER_TYPES, "INT64")
     if dtype not in allowed:
-        call.error_if(True, f"in_out_t {dtype} not supported")
+        call.fail(f"in_out_t {dtype} not supported")
     call.error_if(call.in_dtype(0) != dtype, "values[0] and output[0] types differ")
     rows = _row_count(call, values_len + 1)
     w = call.input_decls[values_len].shape[-1] if call.input_decls[values_len].shape else 0
@@ -191,7 +191,7 @@ def row_gather_block_scaled(call: OpCall) -> list[np.ndarray]:
         for i, what in ((1, "values[1]"), (None, "output[1]")):
             dt = call.in_dtype(i) if i is not None else call.out_dtype(1)
             if dt != SCALE_TYPE:
-                call.error_if(True, f"{what} is {dt}, not {SCALE_TYPE}")
+                call.fail(f"{what} is {dt}, not {SCALE_TYPE}")
         call.error_if(
             tuple(call.input_decls[1].shape) != scale_shape((n, k, c), size),
             "shape(values[1]) != [N, K, C/block_size]",

@@ -19,16 +19,16 @@ def const_shape(call: OpCall) -> list[np.ndarray]:
     call.check_arity(0, 1)
     decl = call.output_decls[0]
     if decl.dtype != "SHAPE":
-        call.error_if(True, f"CONST_SHAPE output {decl.name!r} is {decl.dtype}, not shape_t")
+        call.fail(f"CONST_SHAPE output {decl.name!r} is {decl.dtype}, not shape_t")
     data = decl.data
     if data is None and tuple(decl.shape) == (0,):
         # the empty shape (of a rank-0 tensor, e.g. RESHAPE to a scalar) serializes no data
         data = np.zeros(0, np.int64)
     if data is None:
-        call.error_if(True, f"CONST_SHAPE output {decl.name!r} has no values")
+        call.fail(f"CONST_SHAPE output {decl.name!r} has no values")
     values = np.asarray(data, dtype=np.int64)
     if values.shape != tuple(decl.shape):
-        call.error_if(True, f"CONST_SHAPE values have {values.size} elements, the shape declares rank {list(decl.shape)}")
+        call.fail(f"CONST_SHAPE values have {values.size} elements, the shape declares rank {list(decl.shape)}")
     return [values]
 
 
@@ -46,14 +46,14 @@ MAX_LOG2_SIZE = 31
 def _shape_operand(call: OpCall, i: int, what: str) -> list[int]:
     """Values of shape operand ``i``; ERROR_IF it is not a shape_t."""
     if call.in_dtype(i) != "SHAPE":
-        call.error_if(True, f"{what} is {call.in_dtype(i)}, not shape_t")
+        call.fail(f"{what} is {call.in_dtype(i)}, not shape_t")
     return [int(v) for v in np.asarray(call.inputs[i]).reshape(-1)]
 
 
 def _shape_result(call: OpCall, values: list[int]) -> list[np.ndarray]:
     """``values`` as the op's shape_t output; ERROR_IF the output is not a shape_t."""
     if call.out_dtype() != "SHAPE":
-        call.error_if(True, f"output is {call.out_dtype()}, not shape_t")
+        call.fail(f"output is {call.out_dtype()}, not shape_t")
     for v in values:
         call.require(_I64_MIN <= v <= _I64_MAX, f"result {v} fits tensor_size_t")
     return [np.asarray(values, dtype=np.int64).reshape(len(values))]
@@ -179,7 +179,7 @@ def concat_shape(call: OpCall) -> list[np.ndarray]:
     for i in range(len(call.inputs)):
         part = _shape_operand(call, i, f"input[{i}]")
         if not part:
-            call.error_if(True, f"input[{i}] == []")
+            call.fail(f"input[{i}] == []")
         joined += part
     call.error_if(
         len(call.out_shape()) == 1 and call.out_shape()[0] != len(joined),
@@ -195,9 +195,9 @@ def slice_shape(call: OpCall) -> list[np.ndarray]:
     values = _shape_operand(call, 0, "input")
     for i, what in ((1, "start"), (2, "size")):
         if call.in_dtype(i) != "INT32":
-            call.error_if(True, f"{what} is {call.in_dtype(i)}, not i32_t")
+            call.fail(f"{what} is {call.in_dtype(i)}, not i32_t")
         if call.inputs[i].size != 1:
-            call.error_if(True, f"{what} has {call.inputs[i].size} elements, not 1")
+            call.fail(f"{what} has {call.inputs[i].size} elements, not 1")
     start = int(call.inputs[1].reshape(-1)[0])
     size = int(call.inputs[2].reshape(-1)[0])
     call.error_if(size <= 0, "size_value <= 0")

@@ -93,7 +93,7 @@ def _check_conv_common(
     acc_dt = call.attrs.get("acc_type")
     sig = (in_dt, w_dt, out_dt, acc_dt)
     if sig not in CONV_TYPES:
-        call.error_if(True, f"unsupported (in_t, weight_t, out_t, acc_t) {sig}")
+        call.fail(f"unsupported (in_t, weight_t, out_t, acc_t) {sig}")
     call.error_if(call.in_dtype(2) != out_dt, "bias element type != out_t")
     _check_rank(call, call.input_decls[0].shape, spatial_rank + 2, "input")
     _check_rank(call, call.input_decls[1].shape, weight_rank, "weight")
@@ -129,17 +129,17 @@ def _check_conv_geometry(
     # (each check an ``if`` in front of error_if: one call per failing check, not per check;
     # min/max over the few entries read as the spec's any-of conditions)
     if pad and min(pad) < 0:
-        call.error_if(True, "pad < 0")
+        call.fail("pad < 0")
     if stride and min(stride) < 1:
-        call.error_if(True, "stride < 1")
+        call.fail("stride < 1")
     if dilation and min(dilation) < 1:
-        call.error_if(True, "dilation < 1")
+        call.fail("dilation < 1")
     if on != n:
-        call.error_if(True, "output batch != input batch")
+        call.fail("output batch != input batch")
     if wic != ic:
-        call.error_if(True, "weight IC != input IC")
+        call.fail("weight IC != input IC")
     if ooc != oc:
-        call.error_if(True, "output OC != weight OC")
+        call.fail("output OC != weight OC")
     _level(call, [k * d for k, d in zip(kernel, dilation, strict=True)], MAX_KERNEL, "dilation * kernel")
     _level(call, pad, MAX_KERNEL, "pad")
     _level(call, stride, MAX_STRIDE, "stride")
@@ -535,7 +535,7 @@ def _matmul_checks(call: OpCall) -> tuple[str, str, int, int | float, int | floa
     in_dt, out_dt = call.in_dtype(0), call.out_dtype()
     call.error_if(call.in_dtype(1) != in_dt, "B element type != in_t")
     if (in_dt, out_dt) not in MATMUL_TYPES:
-        call.error_if(True, f"unsupported (in_t, out_t) {(in_dt, out_dt)}")
+        call.fail(f"unsupported (in_t, out_t) {(in_dt, out_dt)}")
     a_shape, b_shape, o_shape = _rank3_operands(call)
     n, h, c = a_shape
     call.error_if(b_shape[0] != n or b_shape[1] != c, "shape(B) != [N, C, W]")
@@ -581,10 +581,10 @@ def _matmul_t_zero_points(call: OpCall, a_dt: str, b_dt: str) -> list[int | floa
     for i, dt, what in ((2, a_dt, "A_zp"), (3, b_dt, "B_zp")):
         zp_dt, want = call.in_dtype(i), "FP32" if dt in BLOCK_SCALED else dt
         if zp_dt != want:
-            call.error_if(True, f"{what} element type {zp_dt} is not {want}")
+            call.fail(f"{what} element type {zp_dt} is not {want}")
         zp = _zero_point(call, i, zp_dt, what)
         if dt != "INT8" and not zp == 0:
-            call.error_if(True, f"!is_same<{dt}, i8_t>() && {what} != 0")
+            call.fail(f"!is_same<{dt}, i8_t>() && {what} != 0")
         zps.append(zp)
     return zps
 
@@ -604,7 +604,7 @@ def matmul_t(call: OpCall) -> list[np.ndarray]:
     call.check_arity(4, 1)
     a_dt, b_dt, out_dt = call.in_dtype(0), call.in_dtype(1), call.out_dtype()
     if out_dt not in _matmul_t_out_types(a_dt, b_dt):
-        call.error_if(True, f"unsupported (A_t, B_t, out_t) {(a_dt, b_dt, out_dt)}")
+        call.fail(f"unsupported (A_t, B_t, out_t) {(a_dt, b_dt, out_dt)}")
     a_shape, b_shape, o_shape = _rank3_operands(call)
     n, h, c = a_shape
     d, w, bc = b_shape
@@ -615,7 +615,7 @@ def matmul_t(call: OpCall) -> list[np.ndarray]:
     for dt, what in ((a_dt, "A_t"), (b_dt, "B_t")):
         block = dtype_info(dt).block
         if block > 0 and c % block != 0:
-            call.error_if(True, f"is_block_scale<{what}>() && C % {block} != 0")
+            call.fail(f"is_block_scale<{what}>() && C % {block} != 0")
     a, b = call.inputs[0], call.inputs[1]
     b_t = np.swapaxes(b, 1, 2)  # [D, C, W]
     if _is_float(out_dt):
@@ -638,14 +638,14 @@ def _scaled_operand(call: OpCall, data: int, scale: int, size: int, what: str) -
     """Operand ``data`` times its expanded block scales (operand ``scale``), as float64."""
     d_dt, s_dt = call.in_dtype(data), call.in_dtype(scale)
     if d_dt not in MX_ELEMENT_TYPES:
-        call.error_if(True, f"{what} type {d_dt} is not an MX element type")
+        call.fail(f"{what} type {d_dt} is not an MX element type")
     if s_dt != SCALE_TYPE:
-        call.error_if(True, f"{what} scale type {s_dt} != {SCALE_TYPE}")
+        call.fail(f"{what} scale type {s_dt} != {SCALE_TYPE}")
     d_shape, s_shape = tuple(call.input_decls[data].shape), tuple(call.input_decls[scale].shape)
     if d_shape[-1] % size != 0:
-        call.error_if(True, f"{what}: C % block_size != 0")
+        call.fail(f"{what}: C % block_size != 0")
     if s_shape != scale_shape(d_shape, size):
-        call.error_if(True, f"shape({what}_scale) != {list(scale_shape(d_shape, size))}")
+        call.fail(f"shape({what}_scale) != {list(scale_shape(d_shape, size))}")
     return float_values(call.inputs[data], d_dt) * expand_scales(call.inputs[scale], size)
 
 
@@ -663,7 +663,7 @@ def matmul_t_block_scaled(call: OpCall) -> list[np.ndarray]:
     size = block_size(call)
     call.error_if(size == 1, "block_size == 1")
     if call.out_dtype() != "FP32":
-        call.error_if(True, f"out_t {call.out_dtype()} != FP32")
+        call.fail(f"out_t {call.out_dtype()} != FP32")
     call.error_if(call.in_dtype(0) != call.in_dtype(2), "A_t != B_t")
     a_shape, b_shape, o_shape = (
         call.input_decls[0].shape,
@@ -703,7 +703,7 @@ def conv2d_block_scaled(call: OpCall) -> list[np.ndarray]:
     size = block_size(call)
     call.error_if(size == 1, "block_size == 1")
     if call.out_dtype() != "FP32":
-        call.error_if(True, f"out_t {call.out_dtype()} != FP32")
+        call.fail(f"out_t {call.out_dtype()} != FP32")
     call.error_if(call.in_dtype(4) != "FP32", "bias element type != out_t")
     call.error_if(call.in_dtype(0) != call.in_dtype(2), "in_t != weight_t")
     # the spec's type table has every MX element type but MXINT8 (the reference model agrees)

@@ -63,7 +63,7 @@ def cast(call: OpCall) -> list[np.ndarray]:
     in_t, out_t = call.in_dtype(), call.out_dtype()
     allowed = _CAST_TYPES.get(in_t, ()) + (_CAST_INT64.get(in_t, ()) if is_tosa_11(call) else ())
     if out_t not in allowed:
-        call.error_if(True, f"unsupported CAST {in_t} -> {out_t}")
+        call.fail(f"unsupported CAST {in_t} -> {out_t}")
     shape = tuple(call.input_decls[0].shape)
     check_rank(call, len(shape), 0, MAX_RANK, "input")
     call.error_if(tuple(call.out_shape()) != shape, "shape(output) != shape(input)")
@@ -102,9 +102,9 @@ def _zero_point(call: OpCall, i: int, dtype: str, unsigned: bool) -> int:
     """Zero-point operand ``i`` (a [1] tensor of ``dtype``), zero- or sign-extended."""
     decl = call.input_decls[i]
     if decl.dtype != dtype:  # (messages formatted only for a failing check)
-        call.error_if(True, f"zero point type {decl.dtype} != {dtype}")
+        call.fail(f"zero point type {decl.dtype} != {dtype}")
     if tuple(decl.shape) != (1,):
-        call.error_if(True, f"shape of zero point input {i} != [1]")
+        call.fail(f"shape of zero point input {i} != [1]")
     zp = int(np.asarray(call.inputs[i]).item(0))  # (one numpy call: the first element)
     if unsigned:
         zp &= (1 << dtype_info(dtype).bits) - 1
@@ -449,7 +449,7 @@ def _setup(call: OpCall) -> tuple[tuple, list[int], list[int], tuple[int, int, i
     decls = call.input_decls
     in_t, out_t = decls[0].dtype, call.output_decls[0].dtype
     if out_t not in _RESCALE_TYPES.get(in_t, ()):  # (messages formatted only for a failing check)
-        call.error_if(True, f"unsupported RESCALE {in_t} -> {out_t}")
+        call.fail(f"unsupported RESCALE {in_t} -> {out_t}")
     attrs = call.attrs
     scale32 = bool(attrs.get("scale32", False))
     rounding_mode = attrs.get("rounding_mode", "SINGLE_ROUND")
@@ -460,24 +460,24 @@ def _setup(call: OpCall) -> tuple[tuple, list[int], list[int], tuple[int, int, i
     if len(shape) > MAX_RANK:  # (check_rank: a rank is >= 0)
         check_rank(call, len(shape), 0, MAX_RANK, "input")
     if tuple(call.output_decls[0].shape) != shape:
-        call.error_if(True, "shape(output) != shape(input)")
+        call.fail("shape(output) != shape(input)")
     if rounding_mode not in ("SINGLE_ROUND", "INEXACT_ROUND", "DOUBLE_ROUND"):
-        call.error_if(True, f"rounding_mode {rounding_mode} unknown")
+        call.fail(f"rounding_mode {rounding_mode} unknown")
     _check_attributes(call, in_t, out_t, scale32, rounding_mode, input_unsigned, output_unsigned)
     if per_channel and not shape:
-        call.error_if(True, "per_channel && rank(input) < 1")
+        call.fail("per_channel && rank(input) < 1")
 
     # multiplier [NC] (INT32 if scale32 else INT16) and shift [NC] (INT8)
     nc = shape[-1] if per_channel else 1
     mul_t = "INT32" if scale32 else "INT16"
     if decls[1].dtype != mul_t:
-        call.error_if(True, f"multiplier type {decls[1].dtype} != {mul_t}")
+        call.fail(f"multiplier type {decls[1].dtype} != {mul_t}")
     if decls[2].dtype != "INT8":
-        call.error_if(True, f"shift type {decls[2].dtype} != INT8")
+        call.fail(f"shift type {decls[2].dtype} != INT8")
     if tuple(decls[1].shape) != (nc,):
-        call.error_if(True, f"shape(multiplier) != [NC] = [{nc}]")
+        call.fail(f"shape(multiplier) != [NC] = [{nc}]")
     if tuple(decls[2].shape) != (nc,):
-        call.error_if(True, f"shape(shift) != [NC] = [{nc}]")
+        call.fail(f"shape(shift) != [NC] = [{nc}]")
 
     input_zp = _zero_point(call, 3, in_t, input_unsigned)
     output_zp = _zero_point(call, 4, out_t, output_unsigned)
@@ -510,9 +510,9 @@ def _check_attributes(call: OpCall, in_t: str, out_t: str, scale32: bool, roundi
                       input_unsigned: bool, output_unsigned: bool) -> None:
     """The attribute/type ERROR_IFs of RESCALE's pseudocode, in its order."""
     if scale32 and in_t == "INT48":
-        call.error_if(True, "scale32 && is_same<in_t,i48_t>()")
+        call.fail("scale32 && is_same<in_t,i48_t>()")
     if not scale32 and rounding_mode == "DOUBLE_ROUND":
-        call.error_if(True, "!scale32 && (rounding_mode == DOUBLE_ROUND)")
+        call.fail("!scale32 && (rounding_mode == DOUBLE_ROUND)")
     if not (input_unsigned or output_unsigned):
         return  # (the common case: every check below needs an unsigned side)
     call.error_if(input_unsigned and output_unsigned, "input_unsigned && output_unsigned")
@@ -528,15 +528,15 @@ def _check_zero_points(call: OpCall, in_t: str, out_t: str, input_unsigned: bool
                        input_zp: int, output_zp: int) -> None:
     """The zero-point ERROR_IFs of RESCALE's pseudocode, in its order."""
     if in_t != "INT8" and (in_t != "INT16" or not input_unsigned) and input_zp != 0:
-        call.error_if(True, "!is_same<in_t,i8_t>() && (!is_same<in_t,i16_t>() || input_unsigned == false) "
+        call.fail("!is_same<in_t,i8_t>() && (!is_same<in_t,i16_t>() || input_unsigned == false) "
                             "&& input_zp != 0")
     if out_t != "INT8" and (out_t != "INT16" or not output_unsigned) and output_zp != 0:
-        call.error_if(True, "!is_same<out_t,i8_t>() && (!is_same<out_t,i16_t>() || output_unsigned == false) "
+        call.fail("!is_same<out_t,i8_t>() && (!is_same<out_t,i16_t>() || output_unsigned == false) "
                             "&& output_zp != 0")
     if in_t == "INT16" and input_unsigned and input_zp not in (0, 32768):
-        call.error_if(True, "is_same<in_t,i16_t>() && input_unsigned == true && input_zp != 0 && input_zp != 32768")
+        call.fail("is_same<in_t,i16_t>() && input_unsigned == true && input_zp != 0 && input_zp != 32768")
     if out_t == "INT16" and output_unsigned and output_zp not in (0, 32768):
-        call.error_if(True, "is_same<out_t,i16_t>() && output_unsigned == true && output_zp != 0 "
+        call.fail("is_same<out_t,i16_t>() && output_unsigned == true && output_zp != 0 "
                             "&& output_zp != 32768")
 
 
@@ -657,11 +657,11 @@ def cast_to_block_scaled(call: OpCall) -> list[np.ndarray]:
     size = block_size(call)
     in_dt, out_dt, scale_dt = call.in_dtype(0), call.out_dtype(0), call.out_dtype(1)
     if in_dt not in _BLOCK_FLOATS:
-        call.error_if(True, f"in_t {in_dt} not bf16_t/fp32_t")
+        call.fail(f"in_t {in_dt} not bf16_t/fp32_t")
     if out_dt not in MX_ELEMENT_TYPES:
-        call.error_if(True, f"out_t {out_dt} is not an MX element type")
+        call.fail(f"out_t {out_dt} is not an MX element type")
     if scale_dt != SCALE_TYPE:
-        call.error_if(True, f"scale_t {scale_dt} != {SCALE_TYPE}")
+        call.fail(f"scale_t {scale_dt} != {SCALE_TYPE}")
     shape = tuple(call.input_decls[0].shape)
     _check_block_shapes(call, shape, size)
     call.error_if(tuple(call.out_shape(0)) != shape, "shape(output_data) != shape")
@@ -690,11 +690,11 @@ def cast_from_block_scaled(call: OpCall) -> list[np.ndarray]:
     size = block_size(call)
     in_dt, scale_dt, out_dt = call.in_dtype(0), call.in_dtype(1), call.out_dtype()
     if in_dt not in MX_ELEMENT_TYPES:
-        call.error_if(True, f"in_t {in_dt} is not an MX element type")
+        call.fail(f"in_t {in_dt} is not an MX element type")
     if scale_dt != SCALE_TYPE:
-        call.error_if(True, f"scale_t {scale_dt} != {SCALE_TYPE}")
+        call.fail(f"scale_t {scale_dt} != {SCALE_TYPE}")
     if out_dt not in _BLOCK_FLOATS:
-        call.error_if(True, f"out_t {out_dt} not bf16_t/fp32_t")
+        call.fail(f"out_t {out_dt} not bf16_t/fp32_t")
     shape, s_shape = tuple(call.input_decls[0].shape), tuple(call.input_decls[1].shape)
     _check_block_shapes(call, shape, size)
     call.error_if(len(shape) != len(s_shape), "rank(shape) != rank(in_scale_shape)")

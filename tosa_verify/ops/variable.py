@@ -66,7 +66,7 @@ def _variable_operand(call: OpCall, candidates: list[Tensor]) -> Tensor:
     if len(marked) == 1:
         return marked[0]
     if len(marked) > 1:
-        call.error_if(True, f"{len(marked)} operands are variable tensors, expected one")
+        call.fail(f"{len(marked)} operands are variable tensors, expected one")
     call.error_if(len(candidates) != 1, "no operand is a variable tensor (TosaTensor.variable)")
     return candidates[0]
 
@@ -74,7 +74,7 @@ def _variable_operand(call: OpCall, candidates: list[Tensor]) -> Tensor:
 def _check_type(call: OpCall, dtype: str, what: str) -> None:
     """ERROR_IF the variable element type is not one the spec supports."""
     if dtype not in VARIABLE_TYPES:
-        call.error_if(True, f"{what} {dtype} not in {list(VARIABLE_TYPES)}")
+        call.fail(f"{what} {dtype} not in {list(VARIABLE_TYPES)}")
 
 
 
