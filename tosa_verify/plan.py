@@ -319,12 +319,12 @@ def _const_decl(operator: Operator, decls: dict[str, Tensor]) -> Tensor | None:
     if operator.inputs or len(outputs) != 1:
         return None
     decl = decls.get(outputs[0])
-    data = None if decl is None else decl.data
-    if data is None:
+    if decl is None or (data := decl.data) is None:
         return None
-    dtype = decl.dtype
-    working = _working(dtype)
-    shape = decl.shape if type(decl.shape) is tuple else tuple(decl.shape)
+    dtype, shape = decl.dtype, decl.shape
+    working = _WORKING.get(dtype) or _working(dtype)  # (a call only on a dtype's first CONST)
+    if type(shape) is not tuple:
+        shape = tuple(shape)
     if data.dtype != working or data.shape != shape or (dtype != "SHAPE" and 0 in shape):
         return None
     return decl

@@ -146,7 +146,8 @@ def _l1_max(shifted_w: np.ndarray, axis: int) -> int:
         return 0
     magnitudes = np.abs(shifted_w)
     moved = magnitudes if axis == 0 else np.moveaxis(magnitudes, axis, 0)
-    return int(moved.reshape(moved.shape[0], -1).sum(axis=1, dtype=INT64).max())
+    # (the ufuncs' reduce: .sum/.max add a Python wrapper each, per prepared convolution)
+    return int(np.maximum.reduce(np.add.reduce(moved.reshape(moved.shape[0], -1), axis=1, dtype=INT64)))
 
 
 def _finish_int(acc: np.ndarray, bias: np.ndarray, out_dtype: str, bound: int) -> np.ndarray:
@@ -172,13 +173,34 @@ def _finish_int(acc: np.ndarray, bias: np.ndarray, out_dtype: str, bound: int) -
 
 def _one_pass_finish(bias: np.ndarray, out_dtype: str, bound: int, dt) -> bool:
     """``acc + bias`` (``|acc| <= bound``) is exact in ``dt`` and within out_t's range."""
-    total = bound + (max(abs(int(bias.max())), abs(int(bias.min()))) if bias.size else 0)
-    exact = _EXACT_BELOW.get(np.dtype(dt), 1 << 62)
-    return total < exact and total <= int_range(out_dtype)[1]
+    if bias.size:  # (the ufuncs' reduce: no Python wrapper per call)
+        total = bound + max(abs(int(np.maximum.reduce(bias, axis=None))), abs(int(np.minimum.reduce(bias, axis=None))))
+    else:
+        total = bound
+    exact = _EXACT_BELOW.get(dt)
+    if exact is None:
+        exact = _EXACT_BELOW.get(np.dtype(dt), 1 << 62)
+    return total < exact and total <= type_range(out_dtype)[1]
 
 
-#: the integers a float dtype holds exactly are those below this magnitude
-_EXACT_BELOW = {np.dtype(np.float32): 1 << 24, np.dtype(F64): 1 << 53}
+#: the integers a float dtype holds exactly are those below this magnitude (keyed by dtype and
+#: by scalar type: callers pass either)
+_EXACT_BELOW = {np.dtype(np.float32): 1 << 24, np.dtype(F64): 1 << 53, np.float32: 1 << 24, F64: 1 << 53}
+
+#: dtype name -> int_range(dtype): a schema-level fact a prepare looks up per operator
+_TYPE_RANGES: dict[str, tuple[int, int]] = {}
+
+
+def type_range(dtype: str) -> tuple[int, int]:
+    """:func:`tosa_verify.numerics.int_range` of ``dtype`` (signed), memoized.
+
+    >>> type_range("INT8")
+    (-128, 127)
+    """
+    found = _TYPE_RANGES.get(dtype)
+    if found is None:
+        found = _TYPE_RANGES[dtype] = int_range(dtype)
+    return found
 
 
 #: Bytes of float sums per chunk of :func:`_gemm_int` (the chunk stays in the L2 cache).

@@ -495,7 +495,8 @@ def _setup(call: OpCall) -> tuple[tuple, list[int], list[int], tuple[int, int, i
             call.require(False, "2 <= shift && shift <= 62")
     if per_channel:
         m, s = call.inputs[1].astype(np.int64).reshape(-1), call.inputs[2].astype(np.int64).reshape(-1)
-        half = np.left_shift(np.int64(1), s - 1) if scale32 else None
+        # (shifts proven in 2..62 above: 1 << (s - 1) looked up, one numpy call instead of two)
+        half = None if not scale32 else _HALVES[s] if extremes is not None else np.left_shift(np.int64(1), s - 1)
     else:  # the same numpy scalars from Python's ints (shifts beyond int64's: numpy's as before)
         m, s = np.int64(ms[0]), np.int64(ss[0])
         half = None if not scale32 else \
@@ -504,6 +505,12 @@ def _setup(call: OpCall) -> tuple[tuple, list[int], list[int], tuple[int, int, i
     params = (in_t, out_t, scale32, rounding_mode, input_unsigned, output_unsigned, input_zp, output_zp,
               m, s, bounds)
     return params, ms, ss, extremes
+
+
+#: 1 << (s - 1) for each shift s in 1..63 as int64 (entry 0 unused: a checked shift is >= 2)
+_HALVES = np.left_shift(np.int64(1), np.arange(64, dtype=np.int64) - 1)
+_HALVES[0] = 0
+_HALVES.flags.writeable = False
 
 
 def _check_attributes(call: OpCall, in_t: str, out_t: str, scale32: bool, rounding_mode: str,

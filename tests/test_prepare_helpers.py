@@ -1,0 +1,64 @@
+"""Prepare-time helpers of the plan (RESCALE shift halves, convolution weight bounds, type
+ranges), each against an independent formula (Python integers, numpy.iinfo), and a per-channel
+scale32 RESCALE's checked path (the one reading those halves) against the reference model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tosa_reference_model as reference_model
+import tosa_serializer as ts
+
+import tosa_verify
+from tests.test_plan import _rescale_graph
+from tosa_verify.errors import TosaRequireError
+from tosa_verify.ops._tensor_common import _l1_max, _one_pass_finish, type_range
+from tosa_verify.ops.type_conversion import _HALVES
+
+
+def test_shift_halves_are_one_shifted_by_shift_minus_one() -> None:
+    assert [int(_HALVES[s]) for s in range(2, 63)] == [1 << (s - 1) for s in range(2, 63)]
+    assert _HALVES.dtype == np.int64 and not _HALVES.flags.writeable
+
+
+@pytest.mark.parametrize("dtype", ["INT8", "INT16", "INT32"])
+def test_type_range_is_the_signed_integer_range(dtype: str) -> None:
+    info = np.iinfo({"INT8": np.int8, "INT16": np.int16, "INT32": np.int32}[dtype])
+    assert type_range(dtype) == (int(info.min), int(info.max))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_l1_max_is_the_largest_output_channel_sum_of_magnitudes(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    w = rng.integers(-255, 256, size=(int(rng.integers(1, 9)), 3, 3, int(rng.integers(1, 9))))
+    expected = max(sum(abs(int(v)) for v in w[oc].reshape(-1)) for oc in range(w.shape[0]))
+    assert _l1_max(w, 0) == expected
+    expected_axis3 = max(sum(abs(int(v)) for v in w[..., c].reshape(-1)) for c in range(w.shape[3]))
+    assert _l1_max(w, 3) == expected_axis3
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.dtype(np.float32), np.dtype(np.float64)])
+def test_one_pass_finish_takes_the_float_types_exact_integer_limit(dt) -> None:
+    limit = 1 << (24 if np.dtype(dt) == np.float32 else 53)
+    bias = np.array([-7, 3], np.int64)
+    int48_max = (1 << 47) - 1
+    for bound in (limit - 8, limit - 7, int48_max - 7, int48_max - 6):
+        # the bound plus max|bias| must stay below the limit and within INT48's range
+        total = bound + 7
+        assert _one_pass_finish(bias, "INT48", bound, dt) == (total < limit and total <= int48_max)
+
+
+def test_per_channel_scale32_rescale_checks_requires_by_channel() -> None:
+    # channel shifts 10 and 12 bound INT32 inputs to |v| < 512 and < 2048: the checked path's
+    # per-channel halves decide which inputs are unpredictable, as in the reference model
+    args = dict(scale32=True, rounding=ts.RoundingMode.SINGLE_ROUND, per_channel=True)
+    ok = np.array([[511, -2048], [-512, 2047]], np.int32)
+    data = _rescale_graph(ok, "INT32", "INT32", [1 << 30, 1 << 29], [10, 12], **args)
+    graph = tosa_verify.load(data)
+    expected, status = reference_model.run(data, [ok])
+    assert status == reference_model.GraphStatus.TOSA_VALID
+    np.testing.assert_array_equal(tosa_verify.run(graph, [ok])[0], expected[0])
+    for bad in (np.array([[512, 0], [0, 0]], np.int32), np.array([[0, 2048], [0, 0]], np.int32)):
+        assert reference_model.run(data, [bad])[1] == reference_model.GraphStatus.TOSA_UNPREDICTABLE
+        with pytest.raises(TosaRequireError):
+            tosa_verify.run(graph, [bad])
