@@ -102,7 +102,7 @@ def small_float_max_pool(kernel, stride, pad, in_shape, out_hw, dt: str, mode: s
     def small_float_max_pool(run: OpCall) -> list[np.ndarray]:
         window = padded_rows(run.inputs[0], n, hw, c, np.float32, fill=fill)[:, index]
         result = ufunc.reduce(window, axis=2)  # [N, OH*OW, C]
-        if (result == 0).any():
+        if np.count_nonzero(result) != result.size:  # some ±0 (NaN counts as nonzero)
             first = np.argmax(window == 0, axis=2)[:, :, None]
             result = np.where(result == 0, np.take_along_axis(window, first, axis=2)[:, :, 0], result)
         return [result.reshape(out_shape).astype(working, copy=False)]
