@@ -307,10 +307,7 @@ def run(source: Source, inputs: Inputs, *, capture: bool = False,
     outputs = interpreter.run_block(block, values, record=record)
     if variables is not None:
         _keep_variables(block, interpreter, record, variables)
-    # A constant output is shared with the graph (and the next run): the caller gets a copy.
-    outputs = [v if plain else to_reference_form(v, dtype)
-               for v, (_, dtype, plain) in zip(  # noqa: B905 - one value per output
-                   (v if v.flags.writeable else v.copy() for v in outputs), io[2])]
+    outputs = _caller_outputs(outputs, io[2])
     if not capture:
         return outputs
     tensors = {}
@@ -318,6 +315,22 @@ def run(source: Source, inputs: Inputs, *, capture: bool = False,
         decl = block.tensors.get(name) or block.shapes.get(name)
         tensors[name] = to_reference_form(value, decl.dtype) if decl is not None else value
     return RunResult(outputs=outputs, tensors=tensors)
+
+
+def _caller_outputs(outputs: list[np.ndarray], conversions: list[tuple]) -> list[np.ndarray]:
+    """The outputs as the caller gets them (see :func:`~tosa_verify._runpath.run_io`): in their
+    reference form, and a copy of any constant output, which is shared with the graph (and the
+    next run). A plain loop: a generator and a comprehension cost more on a one-output graph.
+
+    >>> _caller_outputs([np.zeros(2, np.int8)], [("y", "INT8", True)])[0].dtype
+    dtype('int8')
+    """
+    result = []
+    for value, (_, dtype, plain) in zip(outputs, conversions):  # noqa: B905 - one value per output
+        if not value.flags.writeable:
+            value = value.copy()
+        result.append(value if plain else to_reference_form(value, dtype))
+    return result
 
 
 def _keep_variables(block: Block, interpreter: Interpreter, env: Mapping[str, np.ndarray],

@@ -34,18 +34,30 @@ def _small(kernel, in_shape, out_hw) -> bool:
     return 0 < n * out_hw[0] * out_hw[1] * kernel[0] * kernel[1] * c <= SMALL_POOL
 
 
+def _taps(index: np.ndarray) -> np.ndarray:
+    """:func:`windows`' [OH*OW, KH*KW] index as [KH*KW, OH*OW]: ``rows.take(taps, axis=1)``
+    gathers [N, KH*KW, OH*OW, C], whose reduction over axis 1 (the taps, outermost) is several
+    times faster than over a middle axis of a few elements, and ``take`` faster than indexing.
+    The taps are still reduced in (ky, kx) order, one after another.
+
+    >>> _taps(np.array([[0, 1], [2, 3]])).tolist()
+    [[0, 2], [1, 3]]
+    """
+    return np.ascontiguousarray(index.T)
+
+
 def small_max_pool(kernel, stride, pad, in_shape, out_hw, dt: str) -> Callable | None:
     """The small-tensor MAX_POOL2D kernel (integer ``dt``, checks done), or None."""
     if not _small(kernel, in_shape, out_hw):
         return None
     n, ih, iw, c = in_shape
-    index = windows(kernel, stride, (1, 1), pad, (ih, iw), out_hw)
+    taps = _taps(windows(kernel, stride, (1, 1), pad, (ih, iw), out_hw))
     floor, working, hw = int_range(dt)[0], dtype_info(dt).working, ih * iw
     out_shape = (n, *out_hw, c)
 
     def small_max_pool(run: OpCall) -> list[np.ndarray]:
         values = padded_rows(run.inputs[0], n, hw, c, working, fill=floor)
-        return [values[:, index].max(axis=2).reshape(out_shape)]
+        return [np.maximum.reduce(values.take(taps, axis=1), axis=1).reshape(out_shape)]
 
     return small_max_pool
 
@@ -57,7 +69,7 @@ def small_avg_pool(p: dict, in_shape) -> Callable | None:
     if not _small(kernel, in_shape, out_shape[1:3]):
         return None
     n, ih, iw, c = in_shape
-    index = windows(kernel, p["stride"], (1, 1), p["pad"], (ih, iw), out_shape[1:3])
+    taps = _taps(windows(kernel, p["stride"], (1, 1), p["pad"], (ih, iw), out_shape[1:3]))
     hw, in_zp, out_zp = ih * iw, p["in_zp"], p["out_zp"]
     multiplier, shift = p["multiplier"], p["shift"]
     rounding = np.left_shift(_INT64(1), shift - 1)
@@ -69,7 +81,7 @@ def small_avg_pool(p: dict, in_shape) -> Callable | None:
 
     def small_avg_pool(run: OpCall) -> list[np.ndarray]:
         shifted = padded_rows(run.inputs[0], n, hw, c, _INT64, in_zp)  # padding adds nothing
-        acc = shifted[:, index].sum(axis=2).reshape(out_shape)
+        acc = np.add.reduce(shifted.take(taps, axis=1), axis=1).reshape(out_shape)
         if may_wrap:
             acc = wrap(acc, "INT32")
         acc *= multiplier  # apply_scale_32 (single rounding): exact in int64, |acc| < 2**31
@@ -95,16 +107,16 @@ def small_float_max_pool(kernel, stride, pad, in_shape, out_hw, dt: str, mode: s
     if not _small(kernel, in_shape, out_hw):
         return None
     n, ih, iw, c = in_shape
-    index = windows(kernel, stride, (1, 1), pad, (ih, iw), out_hw)  # [OH*OW, KH*KW]
+    taps = _taps(windows(kernel, stride, (1, 1), pad, (ih, iw), out_hw))  # [KH*KW, OH*OW]
     working, hw, out_shape = dtype_info(dt).working, ih * iw, (n, *out_hw, c)
     ufunc, fill = (np.fmax, np.nan) if mode == "IGNORE" else (np.maximum, -np.inf)
 
     def small_float_max_pool(run: OpCall) -> list[np.ndarray]:
-        window = padded_rows(run.inputs[0], n, hw, c, np.float32, fill=fill)[:, index]
-        result = ufunc.reduce(window, axis=2)  # [N, OH*OW, C]
-        if (result == 0).any():
-            first = np.argmax(window == 0, axis=2)[:, :, None]
-            result = np.where(result == 0, np.take_along_axis(window, first, axis=2)[:, :, 0], result)
+        window = padded_rows(run.inputs[0], n, hw, c, np.float32, fill=fill).take(taps, axis=1)
+        result = ufunc.reduce(window, axis=1)  # [N, OH*OW, C]
+        if np.count_nonzero(result) != result.size:  # some ±0 (NaN counts as nonzero)
+            first = np.argmax(window == 0, axis=1)[:, None]
+            result = np.where(result == 0, np.take_along_axis(window, first, axis=1)[:, 0], result)
         return [result.reshape(out_shape).astype(working, copy=False)]
 
     return small_float_max_pool
@@ -119,12 +131,12 @@ def small_float_avg_pool(p: dict, in_shape) -> Callable | None:
     if p["dt"] not in ("FP32", "FP16") or not _small(kernel, in_shape, out_shape[1:3]):
         return None
     n, ih, iw, c = in_shape
-    index = windows(kernel, p["stride"], (1, 1), p["pad"], (ih, iw), out_shape[1:3])
+    taps = _taps(windows(kernel, p["stride"], (1, 1), p["pad"], (ih, iw), out_shape[1:3]))
     count = p["count"].reshape(1, -1, 1).astype(np.float64)  # [1, OH*OW, 1]
     working, hw = dtype_info(p["dt"]).working, ih * iw
 
     def small_float_avg_pool(run: OpCall) -> list[np.ndarray]:
-        total = padded_rows(run.inputs[0], n, hw, c, np.float64)[:, index].sum(axis=2)
+        total = np.add.reduce(padded_rows(run.inputs[0], n, hw, c, np.float64).take(taps, axis=1), axis=1)
         total += 0.0
         total /= count
         return [total.reshape(out_shape).astype(working)]

@@ -111,7 +111,7 @@ def _checked_int32(ufunc, working: np.dtype, full, rounding: int = 0):
             c += half  # int64 wraps here exactly as in _mul_values (C++ int64 arithmetic)
             c >>= shift
         out = c.astype(working)
-        if (out != c).any():
+        if np.count_nonzero(out != c):  # (ndarray.any's Python wrapper costs more)
             return full(run)
         return [out]
 
@@ -403,7 +403,7 @@ def prepare_table(call: OpCall):
         # (the table rolled by 128 entries: its upper half, then its lower half)
         values = np.asarray(call.inputs[1]).reshape(-1).astype(np.int8)
         by_bits = np.concatenate((values[128:], values[:128]))
-        return lambda run: [by_bits[run.inputs[0].view(np.uint8)]]
+        return lambda run: [by_bits.take(run.inputs[0].view(np.uint8))]  # (take: numpy's faster gather)
     tab = np.asarray(call.inputs[1]).astype(I64).reshape(-1)
     # int16: the entries whose slope breaks apply_lookup_s's REQUIRE (slope fits int16)
     lo, hi = int_range("INT16")
@@ -417,13 +417,15 @@ def prepare_table(call: OpCall):
     base7 = (tab[:512] << 7).astype(np.int32)
     slope = slopes.astype(np.int32)
     unfit = unfit if unfit.any() else None
+    # the numpy scalars made once; take() is numpy's faster gather for a 1-D table
+    sign, seven, low = np.uint16(0x8000), np.uint16(7), np.uint16(0x7F)
 
     def kernel(run: OpCall) -> list[np.ndarray]:
-        biased = run.inputs[0].view(np.uint16) ^ np.uint16(0x8000)
-        index = biased >> np.uint16(7)
-        if unfit is not None and unfit[index].any():  # the general path reports the REQUIRE
+        biased = run.inputs[0].view(np.uint16) ^ sign
+        index = biased >> seven
+        if unfit is not None and np.count_nonzero(unfit.take(index)):  # the general path reports the REQUIRE
             return [_lookup(run, run.inputs[0], tab, False)]
-        return [base7[index] + slope[index] * (biased & np.uint16(0x7F))]
+        return [base7.take(index) + slope.take(index) * (biased & low)]
 
     return kernel
 

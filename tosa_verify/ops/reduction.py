@@ -104,8 +104,9 @@ def _extreme_values(x: np.ndarray, axis: int, dtype: str, mode: str, largest: bo
     # (``a < b ? a : b``: the last wins). Either sign is allowed, but following the fold keeps
     # us bit-identical with the reference model.
     # (only a zero result can be a tied zero: the whole input is compared only then; NaN is
-    # truthy, so ``all()`` is False exactly when some result is ±0)
-    if not result.all():
+    # nonzero, so the count falls short exactly when some result is ±0; count_nonzero is one C
+    # call where ndarray.all goes through a Python wrapper)
+    if np.count_nonzero(result) != result.size:
         zeros = xf == 0
         if largest:
             pick = np.argmax(zeros, axis=axis)
