@@ -192,24 +192,18 @@ class OpCall:
         The form for checks on a hot path: ``if stride_y < 1: call.fail(f"stride_y {stride_y} < 1")``
         formats the message only when the check fails (``error_if`` takes it ready-made).
         """
-        raise TosaValidationError(
-            f"{self._where()}: ERROR_IF({description})",
-            op_index=self.index,
-            op=self.op,
-            tensors=tuple(t.name for t in (*self.input_decls, *self.output_decls)),
-            condition=description,
-        )
+        raise self._error(TosaValidationError, f"ERROR_IF({description})", description)
 
     def require(self, condition: bool | np.bool_, description: str) -> None:
         """Raise :class:`TosaRequireError` when a spec REQUIRE does *not* hold (data-dependent)."""
         if not bool(condition):
-            raise TosaRequireError(
-                f"{self._where()}: REQUIRE({description}) failed: the result is unpredictable",
-                op_index=self.index,
-                op=self.op,
-                tensors=tuple(t.name for t in (*self.input_decls, *self.output_decls)),
-                condition=description,
-            )
+            raise self._error(TosaRequireError, f"REQUIRE({description}) failed: the result is unpredictable",
+                              description)
+
+    def _error(self, kind: type[TosaValidationError], what: str, description: str) -> TosaValidationError:
+        """The ``kind`` error ``what`` at this operator, naming its tensors and the condition."""
+        return kind(f"{self._where()}: {what}", op_index=self.index, op=self.op,
+                    tensors=tuple(t.name for t in (*self.input_decls, *self.output_decls)), condition=description)
 
     def check_arity(self, n_inputs: int | tuple[int, ...], n_outputs: int = 1) -> None:
         """ERROR_IF the operator has the wrong number of inputs or outputs."""
@@ -238,4 +232,3 @@ class OpCall:
             if sig[:n_in] == tuple(entry[:n_in]) and sig[len(self.input_decls):] == tuple(entry[n_in:]):
                 return entry
         self.fail(f"unsupported type combination {sig}")
-        raise AssertionError  # unreachable
