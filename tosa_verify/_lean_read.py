@@ -265,6 +265,19 @@ class _Unpackers(dict):
 
 
 _U32S, _I32S = _Unpackers("I"), _Unpackers("i")
+_BY_FORMAT: dict[str, _Unpackers] = {"I": _U32S, "i": _I32S}
+
+
+def unpacker(fmt: str, count: int) -> Callable:
+    """``unpack_from`` of ``count`` little-endian ``fmt`` numbers, made once per format and count.
+
+    >>> unpacker("h", 2)(b"\\x01\\x00\\xff\\xff")
+    (1, -1)
+    """
+    by_count = _BY_FORMAT.get(fmt)
+    if by_count is None:
+        by_count = _BY_FORMAT[fmt] = _Unpackers(fmt)
+    return by_count[count]
 
 
 def read_graph(buf: bytes, makers: Makers) -> tuple[tuple[int, int, int, bool], list] | None:

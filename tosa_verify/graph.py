@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from . import _bulk_read, _lean_read
-from ._flatbuffer import Field, Table, table_layout
+from ._flatbuffer import _I32, _U16, _U32, Field, Table, table_layout
 from .dtypes import (
     BS_BLOCK,
     BS_SCALE,
@@ -193,13 +193,7 @@ def _read_attributes(table: Table, kind: int, op_name: str) -> dict[str, object]
             else:
                 result[key] = [] if value is None else value.tolist()
             continue
-        if f.kind == "string":
-            value = value or ""
-        elif key in _ENUM_FIELDS:
-            value = _ENUM_FIELDS[key].get(value, value)
-        elif key == "acc_type":
-            value = DTYPE_BY_CODE[value].name if value in DTYPE_BY_CODE else value
-        result[key] = value
+        result[key] = (value or "") if f.kind == "string" else _attribute_scalar(key, value)
     return result
 
 
@@ -267,8 +261,9 @@ def _attribute_compiled(kind: int, vtable: bytes) -> tuple:
             template[key] = _attribute_scalar(key, f.default)
         if off and f.kind == "scalar":
             present.append((off, key, f.fmt))
-            if key in _ENUM_FIELDS or key == "acc_type":
-                enums.append((key, _ENUM_FIELDS.get(key) or _ACC_TYPES))
+            names = _scalar_names(key)
+            if names is not None:
+                enums.append((key, names))
         elif off:
             others.append((key, f, off, meth in ("MinVal", "MaxVal")))
     present.sort()
@@ -285,13 +280,16 @@ def _attribute_compiled(kind: int, vtable: bytes) -> tuple:
 _ACC_TYPES = {code: info.name for code, info in DTYPE_BY_CODE.items()}
 
 
+def _scalar_names(key: str) -> dict[int, str] | None:
+    """The names by value of the enum attribute ``key``; None for a plain number."""
+    return _ENUM_FIELDS.get(key) or (_ACC_TYPES if key == "acc_type" else None)
+
+
 def _attribute_scalar(key: str, value: object) -> object:
-    """An attribute scalar as :func:`_read_attributes` gives it (enums by name)."""
-    if key in _ENUM_FIELDS:
-        return _ENUM_FIELDS[key].get(value, value)
-    if key == "acc_type":
-        return DTYPE_BY_CODE[value].name if value in DTYPE_BY_CODE else value
-    return value
+    """An attribute scalar as :func:`_read_attributes` gives it (enums by name, unknown values as
+    they are)."""
+    names = _scalar_names(key)
+    return value if names is None else names.get(value, value)
 
 
 def _attribute_vector(buf: bytes, at: int, f: Field, as_bytes: bool) -> object:
@@ -308,20 +306,7 @@ def _attribute_vector(buf: bytes, at: int, f: Field, as_bytes: bool) -> object:
         raise IndexError(count)
     if as_bytes:
         return buf[start:start + size * count]
-    return list(_VECTORS[f.fmt, count](buf, start))
-
-
-class _Vectors(dict):
-    """``unpack_from`` of ``count`` little-endian ``fmt`` numbers by (fmt, count), made once."""
-
-    def __missing__(self, key: tuple[str, int]) -> Callable:
-        if len(self) > 4096:
-            self.clear()
-        got = self[key] = struct.Struct(f"<{key[1]}{key[0]}").unpack_from
-        return got
-
-
-_VECTORS = _Vectors()
+    return list(_lean_read.unpacker(f.fmt, count)(buf, start))
 
 
 def _checked_shape(name: str, shape: tuple[int, ...]) -> None:
@@ -551,7 +536,7 @@ def parse(data: bytes) -> Graph:
 def _read_graph(data: bytes, op_names: dict[int, str]) -> tuple[tuple[int, int, int, bool], list[Region]]:
     """(version, regions) of ``data`` read table by table, reporting any corruption."""
     try:
-        root = Table(data, _ROOT(data, 0)[0])
+        root = Table(data, _U32(data, 0)[0])
         fg, fv, fr = (table_layout(n) for n in ("TosaGraph", "Version", "TosaRegion"))
         ver = root.table(fg["Version"])
         if ver is None:
@@ -569,10 +554,6 @@ def _read_graph(data: bytes, op_names: dict[int, str]) -> tuple[tuple[int, int, 
             f"corrupt or truncated TOSA flatbuffer ({len(data)} bytes): {type(exc).__name__}: {exc}"
         ) from None
     return version, regions
-
-
-_ROOT = struct.Struct("<I").unpack_from
-_I32, _U32, _U16 = (struct.Struct(f).unpack_from for f in ("<i", "<I", "<H"))
 
 
 @functools.cache
