@@ -273,8 +273,7 @@ def build_plan(block: Block, graph: Graph | None = None) -> BlockPlan:
     for index, operator in enumerate(block.operators):
         if operator.op in stock:
             decl = _const_decl(operator, decls)
-            # most operators of a lowered graph: skip the general machinery
-            if decl is not None and (decl.dtype == "SHAPE" or operator.op == "CONST"):
+            if decl is not None:  # most operators of a lowered graph: skip the general machinery
                 entries.append((index, operator, decl))
                 name, value = decl.name, decl.data
                 if value.flags.writeable:  # (as _fold leaves it: shared by every run, read-only)
@@ -322,6 +321,8 @@ def _const_decl(operator: Operator, decls: dict[str, Tensor]) -> Tensor | None:
     if decl is None or (data := decl.data) is None:
         return None
     dtype, shape = decl.dtype, decl.shape
+    if dtype != "SHAPE" and operator.op != "CONST":  # (CONST_SHAPE declares a SHAPE)
+        return None
     working = _WORKING.get(dtype) or _working(dtype)  # (a call only on a dtype's first CONST)
     if type(shape) is not tuple:
         shape = tuple(shape)
