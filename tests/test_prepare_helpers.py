@@ -12,7 +12,8 @@ import tosa_serializer as ts
 import tosa_verify
 from tests.test_plan import _rescale_graph
 from tosa_verify.errors import TosaRequireError
-from tosa_verify.ops._tensor_common import _l1_max, _one_pass_finish, type_range
+from tosa_verify.numerics import int_range
+from tosa_verify.ops._tensor_common import _l1_max, _one_pass_finish
 from tosa_verify.ops.type_conversion import _HALVES
 
 
@@ -22,9 +23,9 @@ def test_shift_halves_are_one_shifted_by_shift_minus_one() -> None:
 
 
 @pytest.mark.parametrize("dtype", ["INT8", "INT16", "INT32"])
-def test_type_range_is_the_signed_integer_range(dtype: str) -> None:
+def test_int_range_is_the_signed_integer_range(dtype: str) -> None:
     info = np.iinfo({"INT8": np.int8, "INT16": np.int16, "INT32": np.int32}[dtype])
-    assert type_range(dtype) == (int(info.min), int(info.max))
+    assert int_range(dtype) == (int(info.min), int(info.max))
 
 
 @pytest.mark.parametrize("seed", range(3))

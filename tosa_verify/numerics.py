@@ -6,6 +6,8 @@ every intermediate the spec allows (int48 * int16 < 2**63, int32 * int32 < 2**63
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .dtypes import dtype_info
@@ -13,6 +15,7 @@ from .dtypes import dtype_info
 INT64 = np.int64
 
 
+@functools.cache  # (prepares ask per operator; the answer depends on the dtype name alone)
 def int_range(dtype: str, *, unsigned: bool = False) -> tuple[int, int]:
     """The [min, max] of an integer TOSA dtype, signed or unsigned.
 

@@ -29,7 +29,8 @@ from collections.abc import Callable
 import numpy as np
 
 from ..dtypes import dtype_info
-from ._tensor_common import F64, INT64, _exact_dtype, _one_pass_finish, type_range
+from ..numerics import int_range
+from ._tensor_common import F64, INT64, _exact_dtype, _one_pass_finish
 from .registry import OpCall
 
 #: Largest im2col patch matrix (elements) served here; larger convolutions use the general kernel.
@@ -49,7 +50,7 @@ def small_conv2d(p: dict, weights: dict, in_shape: tuple[int, ...]) -> Callable 
             return None
         dt, izp = F64, 0
     else:
-        lo, hi = type_range(p["in_dt"])
+        lo, hi = int_range(p["in_dt"])
         izp = weights["izp"]
         dt, bound = _exact_dtype(1, max(abs(lo - izp), abs(hi - izp)), weights["l1"])
         if dt is INT64 or not _one_pass_finish(p["bias"], p["out_dt"], bound, dt):
@@ -133,7 +134,7 @@ def small_depthwise2d(p: dict, shifted_w: np.ndarray, in_shape: tuple[int, ...])
     (oh, ow) = p["out_spatial"]
     if n * oh * ow * kh * kw * c * m > SMALL_CONV or 0 in (n, ih, iw, c, m, oh, ow):
         return None
-    lo, hi = type_range(p["in_dt"])
+    lo, hi = int_range(p["in_dt"])
     izp = p["izp"]
     l1 = int(np.abs(shifted_w).sum(axis=(0, 1)).max())  # per output channel (c, m)
     dt, bound = _exact_dtype(1, max(abs(lo - izp), abs(hi - izp)), l1)
@@ -167,9 +168,9 @@ def small_matmul(in_dt: str, out_dt: str, shapes: tuple, a_zp: int, b_zp: int) -
     (n, h, c), (_, _, w) = shapes
     if n * c * (h + w) > SMALL_MATMUL:
         return None
-    lo, hi = type_range(in_dt)
+    lo, hi = int_range(in_dt)
     dt, bound = _exact_dtype(c, max(abs(lo - a_zp), abs(hi - a_zp)), max(abs(lo - b_zp), abs(hi - b_zp)))
-    if dt is INT64 or bound > type_range(out_dt)[1]:
+    if dt is INT64 or bound > int_range(out_dt)[1]:
         return None  # (the general kernel wraps or saturates, as the reference model does)
     working = dtype_info(out_dt).working
 

@@ -142,7 +142,7 @@ def _proven_in_range(params: tuple, data: tuple[int, int] | None = None,
         return None
     if s_lo < 1:  # (an empty tensor's unchecked shifts: no proof, the general kernel runs)
         return None
-    lo_in, hi_in = _int_range(in_t, input_unsigned) if data is None else data
+    lo_in, hi_in = int_range(in_t, unsigned=input_unsigned) if data is None else data
     vmin, vmax = lo_in - input_zp, hi_in - input_zp
     # every int64 intermediate of the kernel below, bounded
     if max(abs(vmin), abs(vmax)) * m_hi + (abs(output_zp) + 1 << s_hi) >= 1 << 62:
@@ -189,18 +189,9 @@ def _scaled_range(v: int, by_shift: list[tuple[int, int, int]]) -> tuple[int, in
     return min(scaled), max(scaled)
 
 
-#: (dtype, unsigned) -> int_range; out_t -> (int64 lo, int64 hi, working dtype): schema-level
-#: facts a prepare looks up per RESCALE, made once
-_RANGES: dict[tuple[str, bool], tuple[int, int]] = {}
+#: out_t -> (int64 lo, int64 hi, working dtype): schema-level facts a prepare looks up per
+#: RESCALE, made once
 _CLIPS: dict[str, tuple] = {}
-
-
-def _int_range(dtype: str, unsigned: bool = False) -> tuple[int, int]:
-    """:func:`int_range`, memoized in :data:`_RANGES`."""
-    found = _RANGES.get((dtype, unsigned))
-    if found is None:
-        found = _RANGES[dtype, unsigned] = int_range(dtype, unsigned=unsigned)
-    return found
 
 
 def _output_clip(out_t: str) -> tuple:

@@ -180,28 +180,12 @@ def _one_pass_finish(bias: np.ndarray, out_dtype: str, bound: int, dt) -> bool:
     exact = _EXACT_BELOW.get(dt)
     if exact is None:
         exact = _EXACT_BELOW.get(np.dtype(dt), 1 << 62)
-    return total < exact and total <= type_range(out_dtype)[1]
+    return total < exact and total <= int_range(out_dtype)[1]
 
 
 #: the integers a float dtype holds exactly are those below this magnitude (keyed by dtype and
 #: by scalar type: callers pass either)
 _EXACT_BELOW = {np.dtype(np.float32): 1 << 24, np.dtype(F64): 1 << 53, np.float32: 1 << 24, F64: 1 << 53}
-
-#: dtype name -> int_range(dtype): a schema-level fact a prepare looks up per operator
-_TYPE_RANGES: dict[str, tuple[int, int]] = {}
-
-
-def type_range(dtype: str) -> tuple[int, int]:
-    """:func:`tosa_verify.numerics.int_range` of ``dtype`` (signed), memoized.
-
-    >>> type_range("INT8")
-    (-128, 127)
-    """
-    found = _TYPE_RANGES.get(dtype)
-    if found is None:
-        found = _TYPE_RANGES[dtype] = int_range(dtype)
-    return found
-
 
 #: Bytes of float sums per chunk of :func:`_gemm_int` (the chunk stays in the L2 cache).
 _CHUNK_BYTES = 1 << 19
