@@ -198,9 +198,11 @@ def current_blocks(graph: Graph) -> frozenset[int]:
         for block in blocks:
             block.__dict__.pop("_plan", None)
         graph.__dict__.pop("_memory", None)
-        snapshot = _graph_snapshot(graph)
         if sealed:  # never edited: only the op functions are compared
-            snapshot = ([], *snapshot[1:])
+            names = tuple({o.op: None for b in blocks for o in b.operators})
+            snapshot = ([], names, tuple(map(REGISTRY.get, names)))
+        else:
+            snapshot = _graph_snapshot(graph)
         state = (snapshot, frozenset(map(id, blocks)), graph.version, {})
         graph.__dict__["_verified"] = state
     return state[1]
