@@ -93,6 +93,36 @@ def _uint32s(count: int) -> Callable:
     return struct.Struct(f"<{count}I").unpack_from
 
 
+class _Unpackers(dict):
+    """``unpack_from`` of ``count`` little-endian ``fmt`` numbers by count, made once each."""
+
+    def __init__(self, fmt: str) -> None:
+        super().__init__()
+        self.fmt = fmt
+
+    def __missing__(self, count: int) -> Callable:
+        if len(self) > 4096:
+            self.clear()
+        got = self[count] = struct.Struct(f"<{count}{self.fmt}").unpack_from
+        return got
+
+
+_U32S, _I32S = _Unpackers("I"), _Unpackers("i")
+_BY_FORMAT: dict[str, _Unpackers] = {"I": _U32S, "i": _I32S}
+
+
+def unpacker(fmt: str, count: int) -> Callable:
+    """``unpack_from`` of ``count`` little-endian ``fmt`` numbers, made once per format and count.
+
+    >>> unpacker("h", 2)(b"\\x01\\x00\\xff\\xff")
+    (1, -1)
+    """
+    by_count = _BY_FORMAT.get(fmt)
+    if by_count is None:
+        by_count = _BY_FORMAT[fmt] = _Unpackers(fmt)
+    return by_count[count]
+
+
 class Table:
     """One table of a flatbuffer: ``buf`` (bytes) and the table's position.
 

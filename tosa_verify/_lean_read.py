@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import struct
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import reduce
 from operator import add, itemgetter, or_
 from typing import NamedTuple
 
-from ._flatbuffer import Field, table_layout
+from . import _bulk_read
+from ._flatbuffer import _I32S, _U32S, Field, table_layout
 
 #: (table, fields read in order): the tables this reader reads, and the fields it returns.
 _SCHEMAS = {
@@ -59,25 +60,20 @@ _VTABLES: dict[tuple[str, bytes], tuple] = {}
 _MAX_VTABLES = 4096
 
 
-#: A block with more tensors and operators than this is left to the column-wise reader
-#: (:mod:`._bulk_read`), whose numpy gathers cost less per table but more per block.
-MAX_TABLES = 256
-
-
 class _Decline(Exception):
     """The common case does not apply: the caller reads the graph with the other readers."""
 
 
 class Makers(NamedTuple):
-    """The graph's constructors, called in file order: ``tensor(name, shape, type code, data
-    start, data length)``, ``shape(name, rank, data start, data length)``, ``operator(op code,
-    attribute type, attribute table position or 0, inputs, outputs, location)`` and
-    ``block(name, operators, tensors, inputs, outputs, shapes)``; any exception from them makes
-    the reader decline."""
+    """The graph's constructors: ``tensors(buf, rows)`` of the rows (name, shape, type code, data
+    start, data length) of a block's tensor tables, ``shape(buf, name, rank, data start, data
+    length)``, ``operators(buf, rows)`` of the rows (op code, attribute type, attribute table
+    position or 0, inputs, outputs, location) of its operator tables and ``block(name, operators,
+    tensors, inputs, outputs, shapes)``; any exception from them makes the reader decline."""
 
-    tensor: Callable
+    tensors: Callable
     shape: Callable
-    operator: Callable
+    operators: Callable
     block: Callable
 
 
@@ -145,6 +141,7 @@ class _Buffer:
         words = memoryview(buf)[: len(buf) & ~3]
         self.u32, self.i32 = words.cast("I"), words.cast("i")
         self.seen: dict[str, dict[int, tuple]] = {name: {} for name in _SCHEMAS}
+        self.words: _bulk_read.Words | None = None  # (made when a block is read column-wise)
 
     def fields(self, table: str, pos: int) -> tuple[int, ...]:
         """The offsets of the fields of ``table`` this reader reads, of the table at ``pos`` (0:
@@ -250,36 +247,6 @@ class _Buffer:
         return start + 4, length
 
 
-class _Unpackers(dict):
-    """``unpack_from`` of ``count`` little-endian ``fmt`` numbers by count, made once each."""
-
-    def __init__(self, fmt: str) -> None:
-        super().__init__()
-        self.fmt = fmt
-
-    def __missing__(self, count: int) -> Callable:
-        if len(self) > 4096:
-            self.clear()
-        got = self[count] = struct.Struct(f"<{count}{self.fmt}").unpack_from
-        return got
-
-
-_U32S, _I32S = _Unpackers("I"), _Unpackers("i")
-_BY_FORMAT: dict[str, _Unpackers] = {"I": _U32S, "i": _I32S}
-
-
-def unpacker(fmt: str, count: int) -> Callable:
-    """``unpack_from`` of ``count`` little-endian ``fmt`` numbers, made once per format and count.
-
-    >>> unpacker("h", 2)(b"\\x01\\x00\\xff\\xff")
-    (1, -1)
-    """
-    by_count = _BY_FORMAT.get(fmt)
-    if by_count is None:
-        by_count = _BY_FORMAT[fmt] = _Unpackers(fmt)
-    return by_count[count]
-
-
 def read_graph(buf: bytes, makers: Makers) -> tuple[tuple[int, int, int, bool], list] | None:
     """(version, [(region name, [block, ...]), ...]) of the TOSA flatbuffer ``buf``, the blocks
     made by ``makers``; None when the common case does not apply (see the module docstring)."""
@@ -318,20 +285,32 @@ def _version(b: _Buffer, at: int) -> tuple[int, int, int, bool]:
 
 def _block(b: _Buffer, pos: int, makers: Makers):
     o_name, o_ops, o_tensors, o_in, o_out, o_shapes = b.fields("TosaBasicBlock", pos)
-    ops, tensors = b.tables(pos + o_ops if o_ops else 0), b.tables(pos + o_tensors if o_tensors else 0)
-    if len(ops) + len(tensors) > MAX_TABLES:
-        raise _Decline
-    tensors = _tensors(b, tensors, makers.tensor)
+    tensors = _rows(b, pos + o_tensors if o_tensors else 0, _bulk_read.tensor_rows, _tensors)
     shapes = [_shape(b, at, makers.shape) for at in b.tables(pos + o_shapes if o_shapes else 0)]
-    operators = _operators(b, ops, makers.operator)
-    return makers.block(b.string(pos + o_name if o_name else 0), operators, tensors,
-                        b.strings(pos + o_in if o_in else 0), b.strings(pos + o_out if o_out else 0), shapes)
+    operators = _rows(b, pos + o_ops if o_ops else 0, _bulk_read.operator_rows, _operators)
+    return makers.block(b.string(pos + o_name if o_name else 0), makers.operators(b.buf, operators),
+                        makers.tensors(b.buf, tensors), b.strings(pos + o_in if o_in else 0),
+                        b.strings(pos + o_out if o_out else 0), shapes)
 
 
-def _tensors(b: _Buffer, positions: list[int], make: Callable) -> list:
-    """Each tensor table as ``make(name, shape, type code, data start, data length)``: the
-    reads of :meth:`_Buffer.fields`, ``string`` and ``bytes_at`` inlined (most of a small
-    graph's tables are tensors)."""
+def _rows(b: _Buffer, at: int, columns: Callable, tables: Callable) -> Iterable[tuple]:
+    """The rows of the tables of the vector of offsets referenced from ``at``: read column-wise
+    (:mod:`._bulk_read`) when there are enough of them and that reader's case applies, else
+    table by table."""
+    start = b.target(at)
+    if start and b.u32[start >> 2] >= _bulk_read.MIN_TABLES:
+        if b.words is None:
+            b.words = _bulk_read.Words(b.buf)
+        rows = columns(b, start)
+        if rows is not None:
+            return rows
+    return tables(b, b.tables(at))
+
+
+def _tensors(b: _Buffer, positions: list[int]) -> list[tuple]:
+    """(name, shape, type code, data start, data length) of each tensor table: the reads of
+    :meth:`_Buffer.fields`, ``string`` and ``bytes_at`` inlined (most of a small graph's tables
+    are tensors)."""
     buf, u32, i32, size, seen = b.buf, b.u32, b.i32, b.size, b.seen["TosaTensor"]
     out, aligned = [], 0
     for pos in positions:  # (aligned, as tables() checks)
@@ -368,7 +347,7 @@ def _tensors(b: _Buffer, positions: list[int], make: Callable) -> list:
             if start + length > size:
                 raise _Decline
             aligned |= start
-        out.append(make(name, shape or (), code, start, length))
+        out.append((name, shape or (), code, start, length))
     if aligned & 3:  # (every read above stayed inside the buffer)
         raise _Decline
     return out
@@ -376,13 +355,13 @@ def _tensors(b: _Buffer, positions: list[int], make: Callable) -> list:
 
 def _shape(b: _Buffer, pos: int, make: Callable):
     o_name, o_rank, o_data = b.fields("TosaShape", pos)
-    return make(b.string(pos + o_name if o_name else 0), b.u32[(pos + o_rank) >> 2] if o_rank else 0,
+    return make(b.buf, b.string(pos + o_name if o_name else 0), b.u32[(pos + o_rank) >> 2] if o_rank else 0,
                 *b.bytes_at(pos + o_data if o_data else 0))
 
 
-def _operators(b: _Buffer, positions: list[int], make: Callable) -> list:
-    """Each operator table as ``make(op code, attribute type, attribute table position or 0,
-    inputs, outputs, location)``; the attribute table's bounds are checked here (``make`` reads
+def _operators(b: _Buffer, positions: list[int]) -> list[tuple]:
+    """(op code, attribute type, attribute table position or 0, inputs, outputs, location) of
+    each operator table; the attribute table's bounds are checked here (the operator maker reads
     its fields, if its type has any)."""
     buf, u32, i32, size, seen = b.buf, b.u32, b.i32, b.size, b.seen["TosaOperator"]
     text_at: dict[int, int] = {}  # location vtable -> Text offset, when it sets nothing else
@@ -436,7 +415,7 @@ def _operators(b: _Buffer, positions: list[int], make: Callable) -> list:
                 outputs = [buf[start:end].decode()]
             else:
                 outputs = _strings(buf, u32, size, outputs)
-        out.append(make(code, kind, attribute, inputs or [], outputs or [], location))
+        out.append((code, kind, attribute, inputs or [], outputs or [], location))
     if aligned & 3:  # (every read above stayed inside the buffer)
         raise _Decline
     return out
