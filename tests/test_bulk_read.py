@@ -66,8 +66,10 @@ def test_the_column_reader_reads_the_rows_the_table_reader_reads(field) -> None:
 def test_column_wise_table_by_table_and_per_table_loads_agree(monkeypatch) -> None:
     data = _chain()
     monkeypatch.setattr(_bulk_read, "MIN_TABLES", 0)
+    monkeypatch.setattr(_bulk_read, "MIN_OPERATORS", 0)
     ours = tosa_verify.load(data)
     monkeypatch.setattr(_bulk_read, "MIN_TABLES", 10**6)
+    monkeypatch.setattr(_bulk_read, "MIN_OPERATORS", 10**6)
     lean = tosa_verify.load(data)
     monkeypatch.setattr(_lean_read, "read_graph", lambda *a: None)
     theirs = tosa_verify.load(data)

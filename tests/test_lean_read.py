@@ -84,6 +84,7 @@ def _same(a: object, b: object) -> None:
 @pytest.mark.parametrize("min_tables", [10**6, 0])  # (table by table; column-wise)
 def test_the_lean_reader_reads_every_graph_as_the_table_reader_does(monkeypatch, min_tables) -> None:
     monkeypatch.setattr(_bulk_read, "MIN_TABLES", min_tables)
+    monkeypatch.setattr(_bulk_read, "MIN_OPERATORS", min_tables)
     declined = []
     for name, data in GRAPHS:
         lean = _lean(data)
@@ -100,6 +101,7 @@ def test_the_lean_reader_reads_every_graph_as_the_table_reader_does(monkeypatch,
 @pytest.mark.parametrize("seed", range(3))
 def test_truncated_or_corrupted_bytes_give_the_table_readers_result_or_error(monkeypatch, reader, seed) -> None:
     monkeypatch.setattr(_bulk_read, "MIN_TABLES", 10**6 if reader == "table by table" else 0)
+    monkeypatch.setattr(_bulk_read, "MIN_OPERATORS", 10**6 if reader == "table by table" else 0)
     rng = random.Random(seed)
     for _, data in GRAPHS[seed::5]:
         for _ in range(2):

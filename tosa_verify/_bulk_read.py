@@ -33,11 +33,16 @@ import numpy as np
 
 from ._flatbuffer import _I32S
 
-#: Blocks with fewer tensor (or operator) tables than this are read table by table: the column
-#: reader's fixed cost (some 50 numpy calls) would not pay off.
-MIN_TABLES = 12
+#: Blocks with fewer tensor (operator) tables than this are read table by table: the column
+#: reader's fixed cost (some 30 or 50 numpy calls) would not pay off (measured on the lowered
+#: graphs of benchmarks/bench_interpreter.py --small).
+MIN_TABLES = 32
+MIN_OPERATORS = 64
 
-#: What the extents of the name, shape and data vectors of a tensor are in bytes per element.
+# (numpy operands: an array operand costs half of what a Python int's conversion costs)
+_2, _4 = np.array(2), np.array(4)
+
+#: Bytes per element of a tensor's name, shape and data vectors.
 _TENSOR_WIDTHS = np.array((1, 4, 1))
 
 
@@ -55,24 +60,26 @@ class _NotColumns(Exception):
     """The column-wise case does not apply: read the block table by table."""
 
 
-def _positions(w: Words, start: int) -> np.ndarray:
-    """Positions of the tables of the vector of offsets at ``start`` (int64, each aligned)."""
+def _tables(w: Words, start: int) -> np.ndarray:
+    """Word index of each table of the vector of offsets at byte ``start`` (int64)."""
     count = int(w.u32[start >> 2])
     if start & 3 or start + 4 + 4 * count > w.size:  # (before allocating by a corrupt count)
         raise _NotColumns
-    at = np.arange(start + 4, start + 4 + 4 * count, 4)
-    rel = w.u32[at >> 2]
+    at = np.arange((start >> 2) + 1, (start >> 2) + 1 + count)
+    rel = w.u32[at]
     if (rel & 3).any():
         raise _NotColumns
-    return at + rel
+    return at + (rel >> _2)
 
 
-def _uniform(b, table: str, pos: np.ndarray) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def _uniform(b, table: str, tables: np.ndarray) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(offsets of the fields read, offsets of the other strings and vectors present) shared by
-    the vtables of all tables of ``table`` at ``pos``, each read field present; ``b`` is the lean
-    reader's buffer, whose vtable cache decodes them (and declines on another field set)."""
+    the vtables of all ``table`` tables at word indices ``tables``, each read field present;
+    ``b`` is the lean reader's buffer, whose vtable cache decodes them (and declines on another
+    field set)."""
     seen = b.seen[table]
-    decoded = {(seen.get(vt) or b.vtable(table, vt))[:3] for vt in set((pos - b.words.i32[pos >> 2]).tolist())}
+    vtables = set(((tables << _2) - b.words.i32[tables]).tolist())
+    decoded = {(seen.get(vt) or b.vtable(table, vt))[:3] for vt in vtables}
     if len(decoded) != 1:
         raise _NotColumns
     [(offsets, scalars, lengths)] = decoded
@@ -81,24 +88,15 @@ def _uniform(b, table: str, pos: np.ndarray) -> tuple[tuple[int, ...], tuple[int
     return offsets, lengths
 
 
-def _check_empty(w: Words, pos: np.ndarray, lengths: tuple[int, ...]) -> None:
-    """Raises unless the strings or vectors at ``lengths`` of every table at ``pos`` are empty
-    (a lowered graph's tensors write an empty VariableName and ScaleData)."""
-    if lengths:
-        at = pos[:, None] + lengths
-        rel = w.u32[at >> 2]
-        if (rel & 3).any() or w.u32[(at + rel) >> 2].any():
-            raise _NotColumns
-
-
-def _strings(buf: bytes, w: Words, at: np.ndarray) -> list[str]:
-    """The strings referenced from the offset fields at ``at`` (flattened)."""
-    rel = w.u32[at >> 2]
-    begin = at + rel + 4
-    count = w.u32[(begin >> 2) - 1]
-    if begin.size and ((rel & 3).any() or int((begin + count).max()) > w.size):
+def _targets(w: Words, tables: np.ndarray, offsets: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(word index of what the offset fields at byte ``offsets`` of each table refer to, the
+    word there: a string's or vector's length, a table's vtable offset), each (tables, fields)."""
+    at = tables[:, None] + np.array(offsets) // 4
+    rel = w.u32[at]
+    if (rel & 3).any():
         raise _NotColumns
-    return [buf[a:a + n].decode() for a, n in zip(begin.tolist(), count.tolist(), strict=True)]
+    target = at + (rel >> _2)
+    return target, w.u32[target]
 
 
 def tensor_rows(b, start: int) -> Iterator[tuple] | None:
@@ -106,21 +104,19 @@ def tensor_rows(b, start: int) -> Iterator[tuple] | None:
     offsets at ``start`` of the lean reader's buffer ``b``; None when the case does not apply."""
     try:
         w, buf = b.words, b.buf
-        pos = _positions(w, start)
-        (o_name, o_shape, o_type, o_data), lengths = _uniform(b, "TosaTensor", pos)
-        _check_empty(w, pos, lengths)
-        at = pos[:, None] + (o_name, o_shape, o_data)
-        rel = w.u32[at >> 2]
-        begin = at + rel + 4
-        count = w.u32[(begin >> 2) - 1]
-        if (rel & 3).any() or int((begin + count * _TENSOR_WIDTHS).max()) > w.size:
+        tables = _tables(w, start)
+        (o_name, o_shape, o_type, o_data), lengths = _uniform(b, "TosaTensor", tables)
+        # (the other strings and vectors present, a lowered graph's empty VariableName and ScaleData)
+        target, count = _targets(w, tables, (o_name, o_shape, o_data, *lengths))
+        if count[:, 3:].any() or int(((target[:, :3] << _2) + count[:, :3] * _TENSOR_WIDTHS).max()) + 4 > w.size:
             raise _NotColumns
-        (name_at, shape_at, data_at), (name_len, rank, data_len) = begin.T.tolist(), count.T.tolist()
+        (name_at, shape_at, data_at), (name_len, rank, data_len) = (
+            ((target[:, :3] << _2) + _4).T.tolist(), count[:, :3].T.tolist())
         names = [buf[a:a + n].decode() for a, n in zip(name_at, name_len, strict=True)]
         shapes = [_I32S[n](buf, a) for a, n in zip(shape_at, rank, strict=True)]
         if min(chain.from_iterable(shapes), default=0) < 0:
             raise _NotColumns
-        codes = w.u32[(pos + o_type) >> 2].tolist()
+        codes = w.u32[tables + o_type // 4].tolist()
         return zip(names, shapes, codes, data_at, data_len, strict=True)
     except Exception:  # noqa: BLE001  (the table-by-table reader reads it, or declines)
         return None
@@ -132,34 +128,26 @@ def operator_rows(b, start: int) -> Iterator[tuple] | None:
     vtables checked to lie in the buffer; None when the case does not apply."""
     try:
         w, buf = b.words, b.buf
-        pos = _positions(w, start)
-        (o_op, o_kind, o_attr, o_in, o_out, o_loc), lengths = _uniform(b, "TosaOperator", pos)
-        _check_empty(w, pos, lengths)
-        at = pos[:, None] + (o_attr, o_in, o_out, o_loc)
-        rel = w.u32[at >> 2]
-        if (rel & 3).any():
+        tables = _tables(w, start)
+        (o_op, o_kind, o_attr, o_in, o_out, o_loc), lengths = _uniform(b, "TosaOperator", tables)
+        # attribute table, inputs and outputs vectors, location table; the other strings and vectors
+        target, first = _targets(w, tables, (o_attr, o_in, o_out, o_loc, *lengths))
+        if first[:, 4:].any():
             raise _NotColumns
-        target = at + rel  # attribute table, inputs and outputs vectors, location table
-        _check_vtables(b, target[:, 0])
-        locations = _locations(b, target[:, 3])
-        lists = _string_lists(buf, w, target[:, 1:3])
-        codes, kinds = w.u32[(pos + o_op) >> 2].tolist(), w.u8[pos + o_kind].tolist()
-        return zip(codes, kinds, target[:, 0].tolist(), lists[0::2], lists[1::2], locations, strict=True)
+        vtables = (target[:, [0, 3]] << _2) - first[:, [0, 3]].view("<i4")
+        for vt in set(vtables[:, 0].tolist()):  # (what the per-table reader's Table() checks)
+            b.vtable_bounds(vt)
+        locations = _locations(b, target[:, 3], set(vtables[:, 1].tolist()))
+        lists = _string_lists(buf, w, target[:, 1:3], first[:, 1:3])
+        codes, kinds = w.u32[tables + o_op // 4].tolist(), w.u8[(tables << _2) + o_kind].tolist()
+        return zip(codes, kinds, (target[:, 0] << _2).tolist(), lists[0::2], lists[1::2], locations, strict=True)
     except Exception:  # noqa: BLE001  (the table-by-table reader reads it, or declines)
         return None
 
 
-def _check_vtables(b, tables: np.ndarray) -> None:
-    """Raises unless the vtables of the tables at ``tables`` lie in the buffer (what the
-    per-table reader's ``Table()`` checks of an attribute table)."""
-    for vt in set((tables - b.words.i32[tables >> 2]).tolist()):
-        b.vtable_bounds(vt)
-
-
-def _locations(b, tables: np.ndarray) -> list[str]:
-    """The Text of each OpLocation table at ``tables`` ("" when absent or empty)."""
-    w = b.words
-    decoded = {b.vtable("OpLocation", vt)[:3] for vt in set((tables - w.i32[tables >> 2]).tolist())}
+def _locations(b, tables: np.ndarray, vtables: set[int]) -> list[str]:
+    """The Text of each OpLocation table at word indices ``tables`` ("" when absent or empty)."""
+    decoded = {b.vtable("OpLocation", vt)[:3] for vt in vtables}
     if len(decoded) != 1:
         raise _NotColumns
     [((o_text,), scalars, lengths)] = decoded
@@ -167,26 +155,32 @@ def _locations(b, tables: np.ndarray) -> list[str]:
         raise _NotColumns
     if not o_text:
         return [""] * len(tables)
-    at = tables + o_text
-    rel = w.u32[at >> 2]
-    begin = at + rel + 4
-    count = w.u32[(begin >> 2) - 1]
-    if (rel & 3).any() or int((begin + count).max(initial=0)) > w.size:
-        raise _NotColumns
+    target, count = _targets(b.words, tables, (o_text,))
     if not count.any():  # (a lowered graph's locations are empty)
         return [""] * len(tables)
-    return [b.buf[a:a + n].decode() for a, n in zip(begin.tolist(), count.tolist(), strict=True)]
+    return _decode(b.buf, b.words, target.ravel(), count.ravel())
 
 
-def _string_lists(buf: bytes, w: Words, vectors: np.ndarray) -> list[list[str]]:
-    """The strings of each vector of strings at ``vectors`` (any shape), in row-major order."""
-    vectors = vectors.ravel()
-    count = w.u32[vectors >> 2].astype(np.int64)
-    if vectors.size and int((vectors + 4 * count).max()) + 4 > w.size:  # (before allocating by it)
+def _decode(buf: bytes, w: Words, at: np.ndarray, count: np.ndarray) -> list[str]:
+    """The strings whose length prefixes are at word indices ``at``, of lengths ``count``."""
+    start = (at << _2) + _4
+    if at.size and int((start + count).max()) > w.size:
+        raise _NotColumns
+    return [buf[a:a + n].decode() for a, n in zip(start.tolist(), count.tolist(), strict=True)]
+
+
+def _string_lists(buf: bytes, w: Words, vectors: np.ndarray, count: np.ndarray) -> list[list[str]]:
+    """The strings of each vector of strings at word indices ``vectors`` of lengths ``count``
+    (any shape), in row-major order."""
+    vectors, count = vectors.ravel(), count.ravel().astype(np.int64)
+    if vectors.size and int(((vectors + count) << _2).max()) + 4 > w.size:  # (before allocating by it)
         raise _NotColumns
     ends = np.cumsum(count)
-    # element k (counted over all vectors) of vector j sits at vectors[j] + 4 + 4 * (k - first k of j)
-    elements = np.repeat(vectors + 4 - 4 * (ends - count), count) + 4 * np.arange(int(ends[-1]) if ends.size else 0)
-    strings = _strings(buf, w, elements)
+    # word of element k (counted over all vectors) of vector j: vectors[j] + 1 + k - (first k of j)
+    elements = np.repeat(vectors + 1 - ends + count, count) + np.arange(int(ends[-1]) if ends.size else 0)
+    rel = w.u32[elements]
+    if (rel & 3).any():
+        raise _NotColumns
+    strings = elements + (rel >> _2)
+    strings = _decode(buf, w, strings, w.u32[strings])
     return [strings[e - c:e] for e, c in zip(ends.tolist(), count.tolist(), strict=True)]
-

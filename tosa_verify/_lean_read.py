@@ -285,20 +285,20 @@ def _version(b: _Buffer, at: int) -> tuple[int, int, int, bool]:
 
 def _block(b: _Buffer, pos: int, makers: Makers):
     o_name, o_ops, o_tensors, o_in, o_out, o_shapes = b.fields("TosaBasicBlock", pos)
-    tensors = _rows(b, pos + o_tensors if o_tensors else 0, _bulk_read.tensor_rows, _tensors)
+    tensors = _rows(b, pos + o_tensors if o_tensors else 0, _bulk_read.tensor_rows, _tensors, _bulk_read.MIN_TABLES)
     shapes = [_shape(b, at, makers.shape) for at in b.tables(pos + o_shapes if o_shapes else 0)]
-    operators = _rows(b, pos + o_ops if o_ops else 0, _bulk_read.operator_rows, _operators)
+    operators = _rows(b, pos + o_ops if o_ops else 0, _bulk_read.operator_rows, _operators, _bulk_read.MIN_OPERATORS)
     return makers.block(b.string(pos + o_name if o_name else 0), makers.operators(b.buf, operators),
                         makers.tensors(b.buf, tensors), b.strings(pos + o_in if o_in else 0),
                         b.strings(pos + o_out if o_out else 0), shapes)
 
 
-def _rows(b: _Buffer, at: int, columns: Callable, tables: Callable) -> Iterable[tuple]:
+def _rows(b: _Buffer, at: int, columns: Callable, tables: Callable, least: int) -> Iterable[tuple]:
     """The rows of the tables of the vector of offsets referenced from ``at``: read column-wise
-    (:mod:`._bulk_read`) when there are enough of them and that reader's case applies, else
-    table by table."""
+    (:mod:`._bulk_read`) when there are ``least`` of them or more and that reader's case applies,
+    else table by table."""
     start = b.target(at)
-    if start and b.u32[start >> 2] >= _bulk_read.MIN_TABLES:
+    if start and b.u32[start >> 2] >= least:
         if b.words is None:
             b.words = _bulk_read.Words(b.buf)
         rows = columns(b, start)
