@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import struct
 import sys
+from collections import defaultdict
 from collections.abc import Callable, Iterable
 from functools import reduce
 from operator import add, itemgetter, or_
@@ -140,7 +141,7 @@ class _Buffer:
         self.buf, self.size = buf, len(buf)
         words = memoryview(buf)[: len(buf) & ~3]
         self.u32, self.i32 = words.cast("I"), words.cast("i")
-        self.seen: dict[str, dict[int, tuple]] = {name: {} for name in _SCHEMAS}
+        self.seen: dict[str, dict[int, tuple]] = defaultdict(dict)
         self.words: _bulk_read.Words | None = None  # (made when a block is read column-wise)
 
     def fields(self, table: str, pos: int) -> tuple[int, ...]:
@@ -210,7 +211,11 @@ class _Buffer:
         count = self.u32[start >> 2]
         if start & 3 or start + 4 + 4 * count > self.size:  # (before allocating by a corrupt count)
             raise _Decline
-        out = list(map(add, _U32S[count](self.buf, start + 4), range(start + 4, start + 4 + 4 * count, 4)))
+        if count < 8:  # (a comprehension costs less for a few tables, one unpack for many)
+            u32 = self.u32
+            out = [at + u32[at >> 2] for at in range(start + 4, start + 4 + 4 * count, 4)]
+        else:
+            out = list(map(add, _U32S[count](self.buf, start + 4), range(start + 4, start + 4 + 4 * count, 4)))
         if reduce(or_, out, 0) & 3:
             raise _Decline
         return out
@@ -227,14 +232,7 @@ class _Buffer:
 
     def strings(self, at: int) -> list[str]:
         """The strings of the vector of strings referenced from ``at`` ([] when absent)."""
-        buf, u32, size = self.buf, self.u32, self.size
-        out = []
-        for start in self.tables(at):
-            end = start + 4 + u32[start >> 2]
-            if end > size:
-                raise _Decline
-            out.append(buf[start + 4:end].decode())
-        return out
+        return _strings(self.buf, self.u32, self.size, self.target(at)) if at else []
 
     def bytes_at(self, at: int) -> tuple[int, int]:
         """(start, length) of the bytes of the vector referenced from ``at`` ((0, 0) when absent)."""
@@ -269,9 +267,14 @@ def read_graph(buf: bytes, makers: Makers) -> tuple[tuple[int, int, int, bool], 
 
 
 def _version(b: _Buffer, at: int) -> tuple[int, int, int, bool]:
+    offsets = b.fields("Version", at)
+    if all(offsets):  # (as the writers write it: one unpack)
+        inline, order = b.seen["Version"][at - b.i32[at >> 2]][3:]
+        major, minor, patch, draft = order(inline(b.buf, at) + _ABSENT)
+        return major, minor, patch, bool(draft)
     layout = table_layout("Version")
     values = []
-    for name, off in zip(_SCHEMAS["Version"], b.fields("Version", at), strict=True):
+    for name, off in zip(_SCHEMAS["Version"], offsets, strict=True):
         f = layout[name]
         if not off:
             values.append(f.default)
@@ -380,8 +383,10 @@ def _operators(b: _Buffer, positions: list[int]) -> list[tuple]:
             vt = loc - i32[loc >> 2]
             o_text = text_at.get(vt)
             if o_text is None:
-                [o_text] = b.fields("OpLocation", loc)
-                if not any(b.vtable("OpLocation", vt)[1:3]):
+                (o_text,), scalars, lengths = b.vtable("OpLocation", vt)[:3]
+                if scalars or lengths:
+                    b.check_defaults(loc, scalars, lengths)
+                else:
                     text_at[vt] = o_text
             if o_text:
                 start = loc + o_text + u32[(loc + o_text) >> 2] + 4
