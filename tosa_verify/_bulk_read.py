@@ -26,6 +26,7 @@ that one reports any error. So the result, or the error, is always the per-table
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from itertools import chain
 
@@ -34,40 +35,53 @@ import numpy as np
 from ._flatbuffer import _I32S
 
 #: Blocks with fewer tensor (operator) tables than this are read table by table: the column
-#: reader's fixed cost (some 30 or 50 numpy calls) would not pay off (measured on the lowered
+#: reader's fixed cost (some 30 or 45 numpy calls) would not pay off (measured on the lowered
 #: graphs of benchmarks/bench_interpreter.py --small).
-MIN_TABLES = 32
-MIN_OPERATORS = 64
+MIN_TABLES = 20
+MIN_OPERATORS = 32
 
-# (numpy operands: an array operand costs half of what a Python int's conversion costs)
-_2, _4 = np.array(2), np.array(4)
+# (the numpy forms that cost least on small arrays: int64 operands only, as mixing in uint32 or
+# a Python int costs more than the operation; count_nonzero, not any() or max(), whose ufunc
+# reductions cost three times as much; contiguous rows, a (fields, tables) layout)
+_1, _2, _3, _4, _255 = np.array(1), np.array(2), np.array(3), np.array(4), np.array(255)
+_nonzero = np.count_nonzero
 
 #: Bytes per element of a tensor's name, shape and data vectors.
-_TENSOR_WIDTHS = np.array((1, 4, 1))
+_TENSOR_WIDTHS = np.array((1, 4, 1))[:, None]
+
+
+@functools.lru_cache(maxsize=64)
+def _words(offsets: tuple[int, ...]) -> np.ndarray:
+    """The word offsets of the fields at byte ``offsets`` (4-aligned) of a table, as a column."""
+    return (np.array(offsets) >> 2)[:, None]
 
 
 class Words:
-    """The numpy views of one buffer the gathers index: bytes, unsigned and signed 32-bit words."""
+    """The buffer's 32-bit words the gathers index: unsigned (as int64, one copy of the buffer,
+    which costs less than converting each gather) and signed (a view)."""
 
     def __init__(self, buf: bytes) -> None:
-        self.size = len(buf)
-        self.u8 = np.frombuffer(buf, np.uint8)
-        self.u32 = np.frombuffer(buf, "<u4", len(buf) >> 2)
-        self.i32 = self.u32.view("<i4")
+        self.size, self.end = len(buf), np.array(len(buf))
+        self.i32 = np.frombuffer(buf, "<i4", len(buf) >> 2)
+        self.u32 = self.i32.view("<u4").astype(np.int64)
+
+    def signed(self, at: np.ndarray) -> np.ndarray:
+        """The signed words at word indices ``at``, as int64."""
+        return self.i32[at].astype(np.int64)
 
 
 class _NotColumns(Exception):
     """The column-wise case does not apply: read the block table by table."""
 
 
-def _tables(w: Words, start: int) -> np.ndarray:
+def _tables(b, start: int) -> np.ndarray:
     """Word index of each table of the vector of offsets at byte ``start`` (int64)."""
-    count = int(w.u32[start >> 2])
-    if start & 3 or start + 4 + 4 * count > w.size:  # (before allocating by a corrupt count)
+    count = b.u32[start >> 2]
+    if start & 3 or start + 4 + 4 * count > b.size:  # (before allocating by a corrupt count)
         raise _NotColumns
     at = np.arange((start >> 2) + 1, (start >> 2) + 1 + count)
-    rel = w.u32[at]
-    if (rel & 3).any():
+    rel = b.words.u32[at]
+    if _nonzero(rel & _3):
         raise _NotColumns
     return at + (rel >> _2)
 
@@ -78,7 +92,7 @@ def _uniform(b, table: str, tables: np.ndarray) -> tuple[tuple[int, ...], tuple[
     ``b`` is the lean reader's buffer, whose vtable cache decodes them (and declines on another
     field set)."""
     seen = b.seen[table]
-    vtables = set(((tables << _2) - b.words.i32[tables]).tolist())
+    vtables = set(((tables << _2) - b.words.signed(tables)).tolist())
     decoded = {(seen.get(vt) or b.vtable(table, vt))[:3] for vt in vtables}
     if len(decoded) != 1:
         raise _NotColumns
@@ -88,15 +102,16 @@ def _uniform(b, table: str, tables: np.ndarray) -> tuple[tuple[int, ...], tuple[
     return offsets, lengths
 
 
-def _targets(w: Words, tables: np.ndarray, offsets: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """(word index of what the offset fields at byte ``offsets`` of each table refer to, the
-    word there: a string's or vector's length, a table's vtable offset), each (tables, fields)."""
-    at = tables[:, None] + np.array(offsets) // 4
-    rel = w.u32[at]
-    if (rel & 3).any():
+def _fields(w: Words, tables: np.ndarray, offsets: tuple[int, ...], refs: int) -> tuple[np.ndarray, ...]:
+    """(the words at the 4-aligned fields at byte ``offsets`` of each table, and of the first
+    ``refs`` of them, offset fields, the word index each refers to and the word there: a
+    string's or vector's length, a table's vtable offset), each (fields, tables)."""
+    at = _words(offsets) + tables
+    values = w.u32[at]
+    if _nonzero(values[:refs] & _3):
         raise _NotColumns
-    target = at + (rel >> _2)
-    return target, w.u32[target]
+    target = at[:refs] + (values[:refs] >> _2)
+    return values, target, w.u32[target]
 
 
 def tensor_rows(b, start: int) -> Iterator[tuple] | None:
@@ -104,20 +119,20 @@ def tensor_rows(b, start: int) -> Iterator[tuple] | None:
     offsets at ``start`` of the lean reader's buffer ``b``; None when the case does not apply."""
     try:
         w, buf = b.words, b.buf
-        tables = _tables(w, start)
+        tables = _tables(b, start)
         (o_name, o_shape, o_type, o_data), lengths = _uniform(b, "TosaTensor", tables)
-        # (the other strings and vectors present, a lowered graph's empty VariableName and ScaleData)
-        target, count = _targets(w, tables, (o_name, o_shape, o_data, *lengths))
-        if count[:, 3:].any() or int(((target[:, :3] << _2) + count[:, :3] * _TENSOR_WIDTHS).max()) + 4 > w.size:
+        # (the other strings and vectors present, a lowered graph's empty VariableName and
+        # ScaleData, must be empty)
+        values, target, count = _fields(w, tables, (o_name, o_shape, o_data, *lengths, o_type), 3 + len(lengths))
+        begin = (target[:3] << _2) + _4
+        if _nonzero(count[3:]) or _nonzero(begin + count[:3] * _TENSOR_WIDTHS > w.end):
             raise _NotColumns
-        (name_at, shape_at, data_at), (name_len, rank, data_len) = (
-            ((target[:, :3] << _2) + _4).T.tolist(), count[:, :3].T.tolist())
+        (name_at, shape_at, data_at), (name_len, rank, data_len) = begin.tolist(), count[:3].tolist()
         names = [buf[a:a + n].decode() for a, n in zip(name_at, name_len, strict=True)]
         shapes = [_I32S[n](buf, a) for a, n in zip(shape_at, rank, strict=True)]
         if min(chain.from_iterable(shapes), default=0) < 0:
             raise _NotColumns
-        codes = w.u32[tables + o_type // 4].tolist()
-        return zip(names, shapes, codes, data_at, data_len, strict=True)
+        return zip(names, shapes, values[-1].tolist(), data_at, data_len, strict=True)
     except Exception:  # noqa: BLE001  (the table-by-table reader reads it, or declines)
         return None
 
@@ -128,19 +143,22 @@ def operator_rows(b, start: int) -> Iterator[tuple] | None:
     vtables checked to lie in the buffer; None when the case does not apply."""
     try:
         w, buf = b.words, b.buf
-        tables = _tables(w, start)
+        tables = _tables(b, start)
         (o_op, o_kind, o_attr, o_in, o_out, o_loc), lengths = _uniform(b, "TosaOperator", tables)
-        # attribute table, inputs and outputs vectors, location table; the other strings and vectors
-        target, first = _targets(w, tables, (o_attr, o_in, o_out, o_loc, *lengths))
-        if first[:, 4:].any():
+        # attribute table, location table, inputs and outputs vectors, the other strings and
+        # vectors (empty); then the op code's word and the attribute type's
+        refs = 4 + len(lengths)
+        values, target, first = _fields(w, tables, (o_attr, o_loc, o_in, o_out, *lengths, o_op, o_kind & ~3), refs)
+        if _nonzero(first[4:]):
             raise _NotColumns
-        vtables = (target[:, [0, 3]] << _2) - first[:, [0, 3]].view("<i4")
-        for vt in set(vtables[:, 0].tolist()):  # (what the per-table reader's Table() checks)
+        vtables = (target[:2] << _2) - w.signed(target[:2])
+        for vt in set(vtables[0].tolist()):  # (what the per-table reader's Table() checks)
             b.vtable_bounds(vt)
-        locations = _locations(b, target[:, 3], set(vtables[:, 1].tolist()))
-        lists = _string_lists(buf, w, target[:, 1:3], first[:, 1:3])
-        codes, kinds = w.u32[tables + o_op // 4].tolist(), w.u8[(tables << _2) + o_kind].tolist()
-        return zip(codes, kinds, (target[:, 0] << _2).tolist(), lists[0::2], lists[1::2], locations, strict=True)
+        locations = _locations(b, target[1], set(vtables[1].tolist()))
+        inputs, outputs = _string_lists(buf, w, target[2:4].ravel(), first[2:4].ravel(), len(tables))
+        kinds = (values[-1] >> np.array(8 * (o_kind & 3))) & _255
+        return zip(values[-2].tolist(), kinds.tolist(), (target[0] << _2).tolist(), inputs, outputs, locations,
+                   strict=True)
     except Exception:  # noqa: BLE001  (the table-by-table reader reads it, or declines)
         return None
 
@@ -155,32 +173,32 @@ def _locations(b, tables: np.ndarray, vtables: set[int]) -> list[str]:
         raise _NotColumns
     if not o_text:
         return [""] * len(tables)
-    target, count = _targets(b.words, tables, (o_text,))
-    if not count.any():  # (a lowered graph's locations are empty)
+    _, target, count = _fields(b.words, tables, (o_text,), 1)
+    if not _nonzero(count):  # (a lowered graph's locations are empty)
         return [""] * len(tables)
     return _decode(b.buf, b.words, target.ravel(), count.ravel())
 
 
 def _decode(buf: bytes, w: Words, at: np.ndarray, count: np.ndarray) -> list[str]:
     """The strings whose length prefixes are at word indices ``at``, of lengths ``count``."""
-    start = (at << _2) + _4
-    if at.size and int((start + count).max()) > w.size:
+    begin = (at << _2) + _4
+    if _nonzero(begin + count > w.end):
         raise _NotColumns
-    return [buf[a:a + n].decode() for a, n in zip(start.tolist(), count.tolist(), strict=True)]
+    return [buf[a:a + n].decode() for a, n in zip(begin.tolist(), count.tolist(), strict=True)]
 
 
-def _string_lists(buf: bytes, w: Words, vectors: np.ndarray, count: np.ndarray) -> list[list[str]]:
-    """The strings of each vector of strings at word indices ``vectors`` of lengths ``count``
-    (any shape), in row-major order."""
-    vectors, count = vectors.ravel(), count.ravel().astype(np.int64)
-    if vectors.size and int(((vectors + count) << _2).max()) + 4 > w.size:  # (before allocating by it)
+def _string_lists(buf: bytes, w: Words, vectors: np.ndarray, count: np.ndarray, split: int) -> tuple[list, list]:
+    """The strings of each vector of strings at word indices ``vectors`` of lengths ``count``,
+    the first ``split`` vectors' and the others'."""
+    if _nonzero(((vectors + count) << _2) + _4 > w.end):  # (before allocating by a corrupt count)
         raise _NotColumns
-    ends = np.cumsum(count)
+    ends = np.add.accumulate(count, dtype=np.int64)
     # word of element k (counted over all vectors) of vector j: vectors[j] + 1 + k - (first k of j)
-    elements = np.repeat(vectors + 1 - ends + count, count) + np.arange(int(ends[-1]) if ends.size else 0)
+    elements = np.repeat(vectors - ends + count + _1, count) + np.arange(int(ends[-1]) if ends.size else 0)
     rel = w.u32[elements]
-    if (rel & 3).any():
+    if _nonzero(rel & _3):
         raise _NotColumns
     strings = elements + (rel >> _2)
     strings = _decode(buf, w, strings, w.u32[strings])
-    return [strings[e - c:e] for e, c in zip(ends.tolist(), count.tolist(), strict=True)]
+    lists = [strings[e - c:e] for e, c in zip(ends.tolist(), count.tolist(), strict=True)]
+    return lists[:split], lists[split:]
