@@ -40,8 +40,8 @@ from ._flatbuffer import _I32S
 MIN_TABLES = 20
 MIN_OPERATORS = 32
 
-# (the numpy forms that cost least on small arrays: int64 operands only, as mixing in uint32 or
-# a Python int costs more than the operation; count_nonzero, not any() or max(), whose ufunc
+# (the numpy forms that cost least on small arrays: int64 operands only (each gather converted
+# at once), as mixing in uint32 or a Python int costs more than the operation; count_nonzero, not any() or max(), whose ufunc
 # reductions cost three times as much; contiguous rows, a (fields, tables) layout)
 _1, _2, _3, _4, _255 = np.array(1), np.array(2), np.array(3), np.array(4), np.array(255)
 _nonzero = np.count_nonzero
@@ -57,13 +57,16 @@ def _words(offsets: tuple[int, ...]) -> np.ndarray:
 
 
 class Words:
-    """The buffer's 32-bit words the gathers index: unsigned (as int64, one copy of the buffer,
-    which costs less than converting each gather) and signed (a view)."""
+    """The buffer's 32-bit words the gathers index (views of it), each gather made int64."""
 
     def __init__(self, buf: bytes) -> None:
         self.size, self.end = len(buf), np.array(len(buf))
         self.i32 = np.frombuffer(buf, "<i4", len(buf) >> 2)
-        self.u32 = self.i32.view("<u4").astype(np.int64)
+        self.u32 = self.i32.view("<u4")
+
+    def unsigned(self, at: np.ndarray) -> np.ndarray:
+        """The unsigned words at word indices ``at``, as int64."""
+        return self.u32[at].astype(np.int64)
 
     def signed(self, at: np.ndarray) -> np.ndarray:
         """The signed words at word indices ``at``, as int64."""
@@ -80,7 +83,7 @@ def _tables(b, start: int) -> np.ndarray:
     if start & 3 or start + 4 + 4 * count > b.size:  # (before allocating by a corrupt count)
         raise _NotColumns
     at = np.arange((start >> 2) + 1, (start >> 2) + 1 + count)
-    rel = b.words.u32[at]
+    rel = b.words.unsigned(at)
     if _nonzero(rel & _3):
         raise _NotColumns
     return at + (rel >> _2)
@@ -107,11 +110,11 @@ def _fields(w: Words, tables: np.ndarray, offsets: tuple[int, ...], refs: int) -
     ``refs`` of them, offset fields, the word index each refers to and the word there: a
     string's or vector's length, a table's vtable offset), each (fields, tables)."""
     at = _words(offsets) + tables
-    values = w.u32[at]
+    values = w.unsigned(at)
     if _nonzero(values[:refs] & _3):
         raise _NotColumns
     target = at[:refs] + (values[:refs] >> _2)
-    return values, target, w.u32[target]
+    return values, target, w.unsigned(target)
 
 
 def tensor_rows(b, start: int) -> Iterator[tuple] | None:
@@ -195,10 +198,10 @@ def _string_lists(buf: bytes, w: Words, vectors: np.ndarray, count: np.ndarray, 
     ends = np.add.accumulate(count, dtype=np.int64)
     # word of element k (counted over all vectors) of vector j: vectors[j] + 1 + k - (first k of j)
     elements = np.repeat(vectors - ends + count + _1, count) + np.arange(int(ends[-1]) if ends.size else 0)
-    rel = w.u32[elements]
+    rel = w.unsigned(elements)
     if _nonzero(rel & _3):
         raise _NotColumns
     strings = elements + (rel >> _2)
-    strings = _decode(buf, w, strings, w.u32[strings])
+    strings = _decode(buf, w, strings, w.unsigned(strings))
     lists = [strings[e - c:e] for e, c in zip(ends.tolist(), count.tolist(), strict=True)]
     return lists[:split], lists[split:]
