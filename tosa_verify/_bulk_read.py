@@ -37,8 +37,8 @@ from ._flatbuffer import _I32S
 #: Blocks with fewer tensor (operator) tables than this are read table by table: the column
 #: reader's fixed cost (some 30 or 45 numpy calls) would not pay off (measured on the lowered
 #: graphs of benchmarks/bench_interpreter.py --small).
-MIN_TABLES = 20
-MIN_OPERATORS = 32
+MIN_TABLES = 40
+MIN_OPERATORS = 40
 
 # (the numpy forms that cost least on small arrays: int64 operands only (each gather converted
 # at once), as mixing in uint32 or a Python int costs more than the operation; count_nonzero, not any() or max(), whose ufunc

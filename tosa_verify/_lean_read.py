@@ -15,13 +15,17 @@ one tensor and one CONST operator per constant). This reader does the least such
 * a decoded tensor or operator vtable carries one precompiled ``unpack_from`` that reads all of
   the table's inline fields at once;
 * strings are decoded with ``bytes.decode()``'s default, UTF-8 (naming the codec costs a lookup
-  per string).
+  per string);
+* a block with many tensor or operator tables has them read column-wise by :mod:`._bulk_read`
+  (numpy gathers over all tables at once), which falls back to the table-by-table loops here;
+* both produce rows of plain values, and the makers (``graph``) build a block's objects from
+  its rows in one call.
 
 It covers the common case and returns None for anything else (a field it does not read set to
 other than its default, a position outside the buffer or not aligned, a corrupt count, an
-unknown dtype or op code): the caller then reads the graph with the column-wise or per-table
-readers, which report any error with their usual message. So the result, or the error, is
-always the per-table reader's.
+unknown dtype or op code): the caller then reads the graph with the per-table reader, which
+reports any error with its usual message. So the result, or the error, is always the per-table
+reader's.
 
 >>> read_graph(data, makers)   # doctest: +SKIP
 ((1, 0, 0, False), [('main', [block])])
