@@ -114,9 +114,10 @@ def _decode_vtable(table: str, key: bytes) -> tuple:
     return read_offsets, tuple(scalars), tuple(lengths), *_inline_reader([layout[name] for name in read], read_offsets)
 
 
-def _inline_reader(fields: list[Field], offsets: tuple[int, ...]) -> tuple[Callable, Callable]:
+def _inline_reader(fields: list[Field], offsets: tuple[int, ...]) -> tuple[Callable, Callable | None]:
     """(one ``unpack_from`` of a table's inline values of ``fields`` at ``offsets``, in offset
-    order; the ``itemgetter`` that puts them in field order from its result plus ``(0,)``): a
+    order; the ``itemgetter`` that puts them in field order from its result plus ``(0,)``, None
+    when they are in field order and all present already): a
     scalar's value (0 when absent: the tables read this way have no other default) and an offset
     field's offset from its own position."""
     present = sorted((off, i) for i, off in enumerate(offsets) if off)
@@ -127,7 +128,9 @@ def _inline_reader(fields: list[Field], offsets: tuple[int, ...]) -> tuple[Calla
             raise _Decline  # (overlapping fields)
         fmt, end = fmt + f"{off - end}x{code}", off + _SIZES[code]
     where = {i: k for k, (_, i) in enumerate(present)}
-    return struct.Struct(fmt).unpack_from, itemgetter(*(where.get(i, len(present)) for i in range(len(fields))))
+    order = tuple(where.get(i, len(present)) for i in range(len(fields)))
+    # (None: the unpacked values are already in field order, all present)
+    return struct.Struct(fmt).unpack_from, None if order == tuple(range(len(fields))) else itemgetter(*order)
 
 
 #: What ``order`` (see :func:`_inline_reader`) picks for an absent field.
@@ -274,7 +277,7 @@ def _version(b: _Buffer, at: int) -> tuple[int, int, int, bool]:
     offsets = b.fields("Version", at)
     if all(offsets):  # (as the writers write it: one unpack)
         inline, order = b.seen["Version"][at - b.i32[at >> 2]][3:]
-        major, minor, patch, draft = order(inline(b.buf, at) + _ABSENT)
+        major, minor, patch, draft = order(inline(b.buf, at) + _ABSENT) if order else inline(b.buf, at)
         return major, minor, patch, bool(draft)
     layout = table_layout("Version")
     values = []
@@ -324,14 +327,15 @@ def _tensors(b: _Buffer, positions: list[int]) -> list[tuple]:
         vt = pos - i32[pos >> 2]
         (o_name, o_shape, o_type, o_data), scalars, lengths, inline, order = (
             seen.get(vt) or b.vtable("TosaTensor", vt))
-        name, shape, code, data = order(inline(buf, pos) + _ABSENT)
+        name, shape, code, data = order(inline(buf, pos) + _ABSENT) if order else inline(buf, pos)
         if scalars:
             b.check_defaults(pos, scalars, ())
-        for at in lengths:  # (a lowered graph's tensors write an empty VariableName and ScaleData)
-            at += pos + u32[(pos + at) >> 2]
-            if u32[at >> 2]:
-                raise _Decline
-            aligned |= at
+        if lengths:  # (a lowered graph's tensors write an empty VariableName and ScaleData)
+            for at in lengths:
+                at += pos + u32[(pos + at) >> 2]
+                if u32[at >> 2]:
+                    raise _Decline
+                aligned |= at
         start = pos + o_name + name + 4
         end = start + u32[(start >> 2) - 1]
         if end > size or not o_name:
@@ -378,7 +382,7 @@ def _operators(b: _Buffer, positions: list[int]) -> list[tuple]:
         vt = pos - i32[pos >> 2]
         (o_op, o_kind, o_attr, o_in, o_out, o_loc), scalars, lengths, inline, order = (
             seen.get(vt) or b.vtable("TosaOperator", vt))
-        code, kind, attribute, inputs, outputs, loc = order(inline(buf, pos) + _ABSENT)
+        code, kind, attribute, inputs, outputs, loc = order(inline(buf, pos) + _ABSENT) if order else inline(buf, pos)
         if scalars or lengths:
             b.check_defaults(pos, scalars, lengths)
         location = ""
