@@ -92,3 +92,15 @@ def test_a_corrupt_vector_count_is_refused_without_allocating_by_it(field) -> No
     assert _lean_read.read_graph(bytes(data), graph._MAKERS) is None
     with pytest.raises(TosaFormatError, match="corrupt or truncated"):
         tosa_verify.load(bytes(data))
+
+
+def test_overlapping_string_vectors_of_a_corrupt_file_are_not_gathered() -> None:
+    """Vectors of a crafted file can all point at one long vector (each within the buffer): the
+    column reader declines before gathering more elements than the buffer has words."""
+    buf = bytes(4096)
+    w = _bulk_read.Words(buf)
+    vectors, count = np.zeros(100, np.int64), np.full(100, 1000, np.int64)  # (1000 words each, of 1024)
+    with pytest.raises(_bulk_read._NotColumns):
+        _bulk_read._string_lists(buf, w, vectors, count, 50)
+    inputs, outputs = _bulk_read._string_lists(buf, w, vectors[:2], np.array([3, 0]), 1)
+    assert (inputs, outputs) == ([["", "", ""]], [[]])  # (zero offsets: empty strings at words 1..3)

@@ -196,8 +196,11 @@ def _string_lists(buf: bytes, w: Words, vectors: np.ndarray, count: np.ndarray, 
     if _nonzero(((vectors + count) << _2) + _4 > w.end):  # (before allocating by a corrupt count)
         raise _NotColumns
     ends = np.add.accumulate(count, dtype=np.int64)
+    total = int(ends[-1]) if ends.size else 0
+    if total > w.size >> 2:  # (vectors of a corrupt file can overlap: no more elements than words)
+        raise _NotColumns
     # word of element k (counted over all vectors) of vector j: vectors[j] + 1 + k - (first k of j)
-    elements = np.repeat(vectors - ends + count + _1, count) + np.arange(int(ends[-1]) if ends.size else 0)
+    elements = np.repeat(vectors - ends + count + _1, count) + np.arange(total)
     rel = w.unsigned(elements)
     if _nonzero(rel & _3):
         raise _NotColumns
