@@ -43,8 +43,6 @@ def _table_read(data: bytes, monkeypatch) -> object:
     """The graph as the per-table reader reads it, or its error as (type, message)."""
     with monkeypatch.context() as m:
         m.setattr(_lean_read, "read_graph", lambda *a: None)
-        m.setattr(_bulk_read, "read_tensors", lambda *a: None)
-        m.setattr(_bulk_read, "read_operators", lambda *a: None)
         return _parse(data)
 
 
@@ -57,7 +55,7 @@ def _parse(data: bytes) -> object:
 
 def _lean(data: bytes) -> object:
     """The lean reader's own result (None: it declined)."""
-    return _lean_read.read_graph(data, graph._lean_makers(data, graph._op_names()))
+    return _lean_read.read_graph(data, graph._MAKERS)
 
 
 def _same(a: object, b: object) -> None:
@@ -83,8 +81,10 @@ def _same(a: object, b: object) -> None:
                         assert t.data.flags.writeable == u.data.flags.writeable
 
 
-def test_the_lean_reader_reads_every_graph_as_the_table_reader_does(monkeypatch) -> None:
-    monkeypatch.setattr(_lean_read, "MAX_TABLES", 10**6)  # (the lowered graphs are large blocks)
+@pytest.mark.parametrize("min_tables", [10**6, 0])  # (table by table; column-wise)
+def test_the_lean_reader_reads_every_graph_as_the_table_reader_does(monkeypatch, min_tables) -> None:
+    monkeypatch.setattr(_bulk_read, "MIN_TABLES", min_tables)
+    monkeypatch.setattr(_bulk_read, "MIN_OPERATORS", min_tables)
     declined = []
     for name, data in GRAPHS:
         lean = _lean(data)
@@ -97,21 +97,25 @@ def test_the_lean_reader_reads_every_graph_as_the_table_reader_does(monkeypatch)
     assert not [n for n in declined if "peer" in n or not n.endswith("test.tosa")]
 
 
-def test_the_column_wise_reader_reads_every_graph_as_the_table_reader_does(monkeypatch) -> None:
-    monkeypatch.setattr(_lean_read, "read_graph", lambda *a: None)
-    monkeypatch.setattr(_bulk_read, "MIN_TABLES", 0)  # (the conformance graphs are small blocks)
-    for _, data in GRAPHS[::3]:
-        _same(_parse(data), _table_read(data, monkeypatch))
+def test_the_column_reader_reads_the_lowered_graphs_itself(monkeypatch) -> None:
+    """It does not just decline: every block of the lowered graphs is read column-wise."""
+    monkeypatch.setattr(_bulk_read, "MIN_TABLES", 0)
+    monkeypatch.setattr(_bulk_read, "MIN_OPERATORS", 0)
+    results = []
+    for reader in ("tensor_rows", "operator_rows"):
+        real = getattr(_bulk_read, reader)
+        monkeypatch.setattr(_bulk_read, reader, lambda b, start, real=real: results.append(real(b, start)) or results[-1])
+    lowered = [data for name, data in GRAPHS if not name.endswith("test.tosa")]
+    for data in lowered:
+        assert _lean(data) is not None
+    assert len(results) >= 2 * len(lowered) and all(r is not None for r in results)
 
 
-@pytest.mark.parametrize("reader", ["lean", "column-wise"])
+@pytest.mark.parametrize("reader", ["table by table", "column-wise"])
 @pytest.mark.parametrize("seed", range(3))
 def test_truncated_or_corrupted_bytes_give_the_table_readers_result_or_error(monkeypatch, reader, seed) -> None:
-    if reader == "lean":
-        monkeypatch.setattr(_lean_read, "MAX_TABLES", 10**6)
-    else:
-        monkeypatch.setattr(_lean_read, "read_graph", lambda *a: None)
-        monkeypatch.setattr(_bulk_read, "MIN_TABLES", 0)
+    monkeypatch.setattr(_bulk_read, "MIN_TABLES", 10**6 if reader == "table by table" else 0)
+    monkeypatch.setattr(_bulk_read, "MIN_OPERATORS", 10**6 if reader == "table by table" else 0)
     rng = random.Random(seed)
     for _, data in GRAPHS[seed::5]:
         for _ in range(2):
@@ -127,7 +131,6 @@ def test_truncated_or_corrupted_bytes_give_the_table_readers_result_or_error(mon
 def test_a_misaligned_table_is_left_to_the_table_reader(monkeypatch) -> None:
     """Every flatbuffers writer aligns 4-byte fields; the lean reader's word reads need it, so a
     file whose root table sits at an odd position is declined and still read (table by table)."""
-    monkeypatch.setattr(_lean_read, "MAX_TABLES", 10**6)
     name, data = GRAPHS[0]
     root = int.from_bytes(data[:4], "little")
     # one byte inserted before the root table, every offset into or past it kept valid: the

@@ -1,230 +1,210 @@
-"""Column-wise reading of a block's tensor and operator tables: one numpy gather per field for
-all tables at once, instead of a Python loop over the fields of each table.
+"""Column-wise reading of a block's tensor and operator tables: a few numpy gathers over the
+buffer's 32-bit words for all tables at once, instead of a Python loop over the fields of each.
 
-A lowered graph declares one tensor and one operator per constant, so loading a small graph was
-mostly the per-table Python work of :meth:`tosa_verify._flatbuffer.Table.fields`. Here every
-table's vtable, every field's offset and every scalar field is read by a few fancy-indexing
-gathers over the buffer's bytes; only the Python objects themselves (names, shape tuples,
-:class:`~tosa_verify.graph.Tensor`/``Operator`` values) are made one by one.
+A lowered graph declares one tensor and one CONST operator per constant, so a block holds tens to
+hundreds of tables that share one or two vtables. Here every table's position, its vtable, and
+every field's position and value come out of whole-column gathers; only the Python objects
+(names, shape tuples, input/output lists) are made one by one. flatbuffers aligns every table,
+offset, length prefix and 4-byte scalar to 4 bytes, so a gather is one fancy index into the
+buffer's ``u32``/``i32`` word views at ``position >> 2``; positions are only ever sums of
+unsigned words and offsets, so numpy's bounds check on the index (IndexError) keeps every read
+inside the buffer, and an unaligned position (which would read the wrong word) makes the reader
+decline after the gathers, before anything is made from them.
 
-Both readers cover the common case only and return None for anything else (a field they do not
-read is set, a variable tensor, an unknown dtype or op code, a negative or oversized shape, a
-position outside the buffer): the caller then reads the block with the per-table reader, which
-reports any error with its usual message. So the result, or the error, is always the per-table
-reader's.
+Each numpy call has a fixed cost of about a microsecond, so this pays from about a dozen tables
+up (:data:`MIN_TABLES`); the lean reader (:mod:`._lean_read`) reads smaller blocks table by table
+and calls these for larger ones. Both readers return None when their case does not apply (tables
+whose vtables do not all place the read fields alike, a field they do not read set, a position
+outside the buffer or unaligned, a count running past the end): the lean reader then reads the
+block table by table, which declines in turn to the per-table reader on anything unusual, and
+that one reports any error. So the result, or the error, is always the per-table reader's.
 
->>> tensors = read_tensors(block, table_layout("TosaBasicBlock")["Tensors"])   # doctest: +SKIP
+>>> rows = tensor_rows(b, start)   # doctest: +SKIP
+>>> next(rows)                     # doctest: +SKIP
+('x', (1, 8), 3, 0, 0)
 """
 
 from __future__ import annotations
 
 import functools
-import struct
-from collections.abc import Callable
+from collections.abc import Iterator
+from itertools import chain
 
 import numpy as np
 
-from ._flatbuffer import Field, Table, table_layout
+from ._flatbuffer import _I32S
 
-_R2, _R4 = np.arange(2), np.arange(4)
-_EMPTY = np.zeros(0, np.int64)
+#: Blocks with fewer tensor (operator) tables than this are read table by table: the column
+#: reader's fixed cost (some 30 or 45 numpy calls) would not pay off (measured on the lowered
+#: graphs of benchmarks/bench_interpreter.py --small).
+MIN_TABLES = 40
+MIN_OPERATORS = 40
+
+# (the numpy forms that cost least on small arrays: int64 operands only (each gather converted
+# at once), as mixing in uint32 or a Python int costs more than the operation; count_nonzero, not any() or max(), whose ufunc
+# reductions cost three times as much; contiguous rows, a (fields, tables) layout)
+_1, _2, _3, _4, _255 = np.array(1), np.array(2), np.array(3), np.array(4), np.array(255)
+_nonzero = np.count_nonzero
+
+#: Bytes per element of a tensor's name, shape and data vectors.
+_TENSOR_WIDTHS = np.array((1, 4, 1))[:, None]
 
 
-class _Columns:
-    """Gathers of little-endian integers at many positions of one buffer. A position past the
-    end raises IndexError (numpy's fancy indexing checks it); the only differences of positions
-    that can go negative, vtable positions, are checked where they are made."""
+@functools.lru_cache(maxsize=64)
+def _words(offsets: tuple[int, ...]) -> np.ndarray:
+    """The word offsets of the fields at byte ``offsets`` (4-aligned) of a table, as a column."""
+    return (np.array(offsets) >> 2)[:, None]
+
+
+class Words:
+    """The buffer's 32-bit words the gathers index (views of it), each gather made int64."""
 
     def __init__(self, buf: bytes) -> None:
-        self.buf = buf
-        self.u8 = np.frombuffer(buf, np.uint8)
+        self.size, self.end = len(buf), np.array(len(buf))
+        self.i32 = np.frombuffer(buf, "<i4", len(buf) >> 2)
+        self.u32 = self.i32.view("<u4")
 
-    def u16(self, pos: np.ndarray) -> np.ndarray:
-        return self.u8[pos[:, None] + _R2].view("<u2")[:, 0]
+    def unsigned(self, at: np.ndarray) -> np.ndarray:
+        """The unsigned words at word indices ``at``, as int64."""
+        return self.u32[at].astype(np.int64)
 
-    def u32(self, pos: np.ndarray) -> np.ndarray:
-        return self.u8[pos[:, None] + _R4].view("<u4")[:, 0]
-
-    def i32(self, pos: np.ndarray) -> np.ndarray:
-        return self.u8[pos[:, None] + _R4].view("<i4")[:, 0]
-
-    def tables(self, table: Table, f: Field) -> np.ndarray:
-        """Positions of the tables of vector field ``f`` of ``table`` (int64)."""
-        at = table._at(f.slot)
-        if not at:
-            return _EMPTY
-        start = at + int(self.u32(np.array([at]))[0])
-        count = int(self.u32(np.array([start]))[0])
-        if start + 4 + 4 * count > len(self.buf):  # before allocating anything by a corrupt count
-            raise _Decline
-        elems = start + 4 + 4 * np.arange(count, dtype=np.int64)
-        return elems + self.u32(elems)
-
-    def fields(self, pos: np.ndarray, layout: dict[str, Field], read: tuple[str, ...]) -> list[np.ndarray]:
-        """Absolute positions (0 when absent) of fields ``read`` of the tables at ``pos``; declines
-        when a table sets any other field of ``layout`` to other than its default."""
-        vt = pos - self.i32(pos)
-        if vt.size and int(vt.min()) < 0:
-            raise _Decline
-        slots = _slots(layout)
-        # every table's whole vtable (its size, then one offset per slot) in one gather; entries
-        # past a table's vtable size are absent fields
-        vtable = self.u8[(vt[:, None] + slots[1])[:, :, None] + _R2].view("<u2")[:, :, 0].astype(np.int64)
-        # the whole vtable in the buffer, as the per-table reader reads it whole
-        if vt.size and int((vt + 4 + 2 * (np.maximum(vtable[:, 0] - 4, 0) >> 1)).max()) > len(self.buf):
-            raise _Decline
-        offsets = np.where(slots[0] < vtable[:, :1], vtable[:, 1:], 0)
-        at = np.where(offsets != 0, pos[:, None] + offsets, 0)
-        names = list(layout)
-        for column in np.flatnonzero(offsets.any(axis=0)).tolist():
-            if names[column] not in read:
-                self._unset(at[:, column], layout[names[column]])
-        return [at[:, names.index(name)] for name in read]
-
-    def _unset(self, at: np.ndarray, f: Field) -> None:
-        """Declines unless the field written at ``at`` (0: absent) holds its default: a zero
-        scalar, an empty string or vector."""
-        at = at[at != 0]
-        if f.kind == "scalar" and not f.default:
-            if self.u8[at[:, None] + np.arange(struct.calcsize(f.fmt))].any():
-                raise _Decline
-        elif f.kind in ("string", "vector", "strings"):
-            if self.u32(at + self.u32(at)).any():
-                raise _Decline
-        else:
-            raise _Decline
-
-    def check_tables(self, pos: np.ndarray) -> None:
-        """Declines unless the tables at ``pos`` and their vtables lie in the buffer (the checks
-        of the per-table reader's ``Table()``)."""
-        vt = pos - self.i32(pos)
-        if vt.size and int(vt.min()) < 0:
-            raise _Decline
-        end = vt + 4 + 2 * (np.maximum(self.u16(vt).astype(np.int64) - 4, 0) >> 1)
-        if end.size and int(end.max()) > len(self.buf):
-            raise _Decline
-
-    def strings(self, at: np.ndarray) -> list[str]:
-        """The strings referenced from positions ``at`` (declines if one is absent)."""
-        if at.size and not at.all():
-            raise _Decline
-        start = at + self.u32(at) + 4
-        end = start + self.u32(start - 4)
-        buf = self.buf
-        if end.size and int(end.max()) > len(buf):
-            raise _Decline
-        return [buf[a:b].decode() for a, b in zip(start.tolist(), end.tolist(), strict=True)]
-
-    def vectors(self, at: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
-        """(start of elements, count) of the vectors of ``width``-byte elements referenced from
-        positions ``at`` (count 0 where absent); declines when one runs past the buffer's end
-        (before anything is allocated by a corrupt count)."""
-        present = at != 0
-        start = at + self.u32(at) * present + 4
-        count = (self.u32(start - 4) * present).astype(np.int64)
-        if count.size and int((start + count * width).max()) > len(self.buf):
-            raise _Decline
-        return start, count
-
-    @staticmethod
-    def ragged(start: np.ndarray, count: np.ndarray, width: int) -> np.ndarray:
-        """Positions of every element of the vectors (start, count), concatenated."""
-        total = int(count.sum())
-        if not total:
-            return _EMPTY
-        first = np.repeat(start, count)
-        index = np.arange(total) - np.repeat(np.cumsum(count) - count, count)
-        return first + width * index
+    def signed(self, at: np.ndarray) -> np.ndarray:
+        """The signed words at word indices ``at``, as int64."""
+        return self.i32[at].astype(np.int64)
 
 
-@functools.cache
-def _slots_cached(slots: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
-    return np.array(slots), np.array((0, *slots))
+class _NotColumns(Exception):
+    """The column-wise case does not apply: read the block table by table."""
 
 
-def _slots(layout: dict[str, Field]) -> tuple[np.ndarray, np.ndarray]:
-    """(vtable byte offset of each field in ``layout`` order, the same after 0: the positions
-    to gather, the vtable's size first)."""
-    return _slots_cached(tuple(f.slot for f in layout.values()))
+def _tables(b, start: int) -> np.ndarray:
+    """Word index of each table of the vector of offsets at byte ``start`` (int64)."""
+    count = b.u32[start >> 2]
+    if start & 3 or start + 4 + 4 * count > b.size:  # (before allocating by a corrupt count)
+        raise _NotColumns
+    at = np.arange((start >> 2) + 1, (start >> 2) + 1 + count)
+    rel = b.words.unsigned(at)
+    if _nonzero(rel & _3):
+        raise _NotColumns
+    return at + (rel >> _2)
 
 
-class _Decline(Exception):
-    """The common case does not apply: read the block table by table."""
+def _uniform(b, table: str, tables: np.ndarray) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(offsets of the fields read, offsets of the other strings and vectors present) shared by
+    the vtables of all ``table`` tables at word indices ``tables``, each read field present;
+    ``b`` is the lean reader's buffer, whose vtable cache decodes them (and declines on another
+    field set)."""
+    seen = b.seen[table]
+    vtables = set(((tables << _2) - b.words.signed(tables)).tolist())
+    decoded = {(seen.get(vt) or b.vtable(table, vt))[:3] for vt in vtables}
+    if len(decoded) != 1:
+        raise _NotColumns
+    [(offsets, scalars, lengths)] = decoded
+    if scalars or not all(offsets):
+        raise _NotColumns
+    return offsets, lengths
 
 
-def _split(values: list, count: np.ndarray) -> list[list]:
-    ends = np.cumsum(count).tolist()
-    return [values[b - c:b] for b, c in zip(ends, count.tolist(), strict=True)]
+def _fields(w: Words, tables: np.ndarray, offsets: tuple[int, ...], refs: int) -> tuple[np.ndarray, ...]:
+    """(the words at the 4-aligned fields at byte ``offsets`` of each table, and of the first
+    ``refs`` of them, offset fields, the word index each refers to and the word there: a
+    string's or vector's length, a table's vtable offset), each (fields, tables)."""
+    at = _words(offsets) + tables
+    values = w.unsigned(at)
+    if _nonzero(values[:refs] & _3):
+        raise _NotColumns
+    target = at[:refs] + (values[:refs] >> _2)
+    return values, target, w.unsigned(target)
 
 
-#: Fewer tables than this are read table by table: the gathers' fixed cost would not pay off.
-MIN_TABLES = 12
-
-_TENSOR_READ = ("Name", "Shape", "Type", "Data")
-
-
-def read_tensors(block: Table, f: Field, make: Callable) -> list | None:
-    """The tensors of ``block`` (field ``f``), each ``make(name, shape, code, data position,
-    data length)`` (length 0 without data); None when the common case does not apply (see the
-    module docstring)."""
+def tensor_rows(b, start: int) -> Iterator[tuple] | None:
+    """(name, shape, dtype code, data start, data length) of each tensor table of the vector of
+    offsets at ``start`` of the lean reader's buffer ``b``; None when the case does not apply."""
     try:
-        cols = _Columns(block.buf)
-        pos = cols.tables(block, f)
-        if len(pos) < MIN_TABLES:
-            return None
-        name_at, shape_at, type_at, data_at = cols.fields(pos, table_layout("TosaTensor"), _TENSOR_READ)
-        names = cols.strings(name_at)
-        codes = (cols.u32(type_at) * (type_at != 0)).tolist()
-        dims_start, rank = cols.vectors(shape_at, 4)
-        dims = cols.i32(cols.ragged(dims_start, rank, 4))
-        if dims.size and int(dims.min()) < 0:
-            raise _Decline
-        shapes = [tuple(d) for d in _split(dims.tolist(), rank)]
-        data_start, data_len = cols.vectors(data_at, 1)
-        return [make(name, shape, code, start, n)
-                for name, shape, code, start, n in zip(names, shapes, codes, data_start.tolist(),
-                                                       data_len.tolist(), strict=True)]
-    except Exception:  # noqa: BLE001  (the per-table reader reports it, with its message)
+        w, buf = b.words, b.buf
+        tables = _tables(b, start)
+        (o_name, o_shape, o_type, o_data), lengths = _uniform(b, "TosaTensor", tables)
+        # (the other strings and vectors present, a lowered graph's empty VariableName and
+        # ScaleData, must be empty)
+        values, target, count = _fields(w, tables, (o_name, o_shape, o_data, *lengths, o_type), 3 + len(lengths))
+        begin = (target[:3] << _2) + _4
+        if _nonzero(count[3:]) or _nonzero(begin + count[:3] * _TENSOR_WIDTHS > w.end):
+            raise _NotColumns
+        (name_at, shape_at, data_at), (name_len, rank, data_len) = begin.tolist(), count[:3].tolist()
+        names = [buf[a:a + n].decode() for a, n in zip(name_at, name_len, strict=True)]
+        shapes = [_I32S[n](buf, a) for a, n in zip(shape_at, rank, strict=True)]
+        if min(chain.from_iterable(shapes), default=0) < 0:
+            raise _NotColumns
+        return zip(names, shapes, values[-1].tolist(), data_at, data_len, strict=True)
+    except Exception:  # noqa: BLE001  (the table-by-table reader reads it, or declines)
         return None
 
 
-_OP_READ = ("Op", "AttributeType", "Attribute", "Inputs", "Outputs", "Location")
-
-
-def read_operators(block: Table, f: Field, make: Callable) -> list | None:
-    """The operators of ``block`` (field ``f``), each ``make(code, kind, position of the attribute
-    table or 0, inputs, outputs, location)``, the attribute tables' bounds checked; None when the
-    common case does not apply."""
+def operator_rows(b, start: int) -> Iterator[tuple] | None:
+    """(op code, attribute type, attribute table position, inputs, outputs, location) of each
+    operator table of the vector of offsets at ``start``, the attribute and location tables'
+    vtables checked to lie in the buffer; None when the case does not apply."""
     try:
-        cols = _Columns(block.buf)
-        pos = cols.tables(block, f)
-        if len(pos) < MIN_TABLES:
-            return None
-        op_at, kind_at, attr_at, in_at, out_at, loc_at = cols.fields(pos, table_layout("TosaOperator"), _OP_READ)
-        codes = (cols.u32(op_at) * (op_at != 0)).tolist()
-        kinds = (cols.u8[kind_at] * (kind_at != 0)).tolist()
-        attrs = (attr_at + cols.u32(attr_at)) * (attr_at != 0)
-        cols.check_tables(attrs[attrs != 0])
-        attrs = attrs.tolist()
-        lists = []
-        for at in (in_at, out_at):
-            start, count = cols.vectors(at, 4)
-            lists.append(_split(cols.strings(cols.ragged(start, count, 4)), count))
-        return [make(code, kind, at, ins, outs, loc)
-                for code, kind, at, ins, outs, loc in zip(codes, kinds, attrs, *lists, _locations(cols, loc_at),
-                                                          strict=True)]
-    except Exception:  # noqa: BLE001  (the per-table reader reports it, with its message)
+        w, buf = b.words, b.buf
+        tables = _tables(b, start)
+        (o_op, o_kind, o_attr, o_in, o_out, o_loc), lengths = _uniform(b, "TosaOperator", tables)
+        # attribute table, location table, inputs and outputs vectors, the other strings and
+        # vectors (empty); then the op code's word and the attribute type's
+        refs = 4 + len(lengths)
+        values, target, first = _fields(w, tables, (o_attr, o_loc, o_in, o_out, *lengths, o_op, o_kind & ~3), refs)
+        if _nonzero(first[4:]):
+            raise _NotColumns
+        vtables = (target[:2] << _2) - w.signed(target[:2])
+        for vt in set(vtables[0].tolist()):  # (what the per-table reader's Table() checks)
+            b.vtable_bounds(vt)
+        locations = _locations(b, target[1], set(vtables[1].tolist()))
+        inputs, outputs = _string_lists(buf, w, target[2:4].ravel(), first[2:4].ravel(), len(tables))
+        kinds = (values[-1] >> np.array(8 * (o_kind & 3))) & _255
+        return zip(values[-2].tolist(), kinds.tolist(), (target[0] << _2).tolist(), inputs, outputs, locations,
+                   strict=True)
+    except Exception:  # noqa: BLE001  (the table-by-table reader reads it, or declines)
         return None
 
 
-def _locations(cols: _Columns, loc_at: np.ndarray) -> list[str]:
-    """Each operator's location text ("" without one)."""
-    locations = [""] * len(loc_at)
-    if loc_at.any():
-        present = np.flatnonzero(loc_at)
-        tables = loc_at[present] + cols.u32(loc_at[present])
-        [text_at] = cols.fields(tables, table_layout("OpLocation"), ("Text",))
-        texted = np.flatnonzero(text_at)
-        for i, text in zip(present[texted].tolist(), cols.strings(text_at[texted]), strict=True):
-            locations[i] = text
-    return locations
+def _locations(b, tables: np.ndarray, vtables: set[int]) -> list[str]:
+    """The Text of each OpLocation table at word indices ``tables`` ("" when absent or empty)."""
+    decoded = {b.vtable("OpLocation", vt)[:3] for vt in vtables}
+    if len(decoded) != 1:
+        raise _NotColumns
+    [((o_text,), scalars, lengths)] = decoded
+    if scalars or lengths:
+        raise _NotColumns
+    if not o_text:
+        return [""] * len(tables)
+    _, target, count = _fields(b.words, tables, (o_text,), 1)
+    if not _nonzero(count):  # (a lowered graph's locations are empty)
+        return [""] * len(tables)
+    return _decode(b.buf, b.words, target.ravel(), count.ravel())
+
+
+def _decode(buf: bytes, w: Words, at: np.ndarray, count: np.ndarray) -> list[str]:
+    """The strings whose length prefixes are at word indices ``at``, of lengths ``count``."""
+    begin = (at << _2) + _4
+    if _nonzero(begin + count > w.end):
+        raise _NotColumns
+    return [buf[a:a + n].decode() for a, n in zip(begin.tolist(), count.tolist(), strict=True)]
+
+
+def _string_lists(buf: bytes, w: Words, vectors: np.ndarray, count: np.ndarray, split: int) -> tuple[list, list]:
+    """The strings of each vector of strings at word indices ``vectors`` of lengths ``count``,
+    the first ``split`` vectors' and the others'."""
+    if _nonzero(((vectors + count) << _2) + _4 > w.end):  # (before allocating by a corrupt count)
+        raise _NotColumns
+    ends = np.add.accumulate(count, dtype=np.int64)
+    total = int(ends[-1]) if ends.size else 0
+    if total > w.size >> 2:  # (vectors of a corrupt file can overlap: no more elements than words)
+        raise _NotColumns
+    # word of element k (counted over all vectors) of vector j: vectors[j] + 1 + k - (first k of j)
+    elements = np.repeat(vectors - ends + count + _1, count) + np.arange(total)
+    rel = w.unsigned(elements)
+    if _nonzero(rel & _3):
+        raise _NotColumns
+    strings = elements + (rel >> _2)
+    strings = _decode(buf, w, strings, w.unsigned(strings))
+    lists = [strings[e - c:e] for e, c in zip(ends.tolist(), count.tolist(), strict=True)]
+    return lists[:split], lists[split:]

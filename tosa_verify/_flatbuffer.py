@@ -83,14 +83,34 @@ def table_layout(name: str) -> dict[str, Field]:
     return fields
 
 
-@functools.lru_cache(maxsize=256)
-def _uint16s(count: int) -> Callable:
-    return struct.Struct(f"<{count}H").unpack_from
+class _Unpackers(dict):
+    """``unpack_from`` of ``count`` little-endian ``fmt`` numbers by count, made once each."""
+
+    def __init__(self, fmt: str) -> None:
+        super().__init__()
+        self.fmt = fmt
+
+    def __missing__(self, count: int) -> Callable:
+        if len(self) > 4096:
+            self.clear()
+        got = self[count] = struct.Struct(f"<{count}{self.fmt}").unpack_from
+        return got
 
 
-@functools.lru_cache(maxsize=256)
-def _uint32s(count: int) -> Callable:
-    return struct.Struct(f"<{count}I").unpack_from
+_U32S, _I32S = _Unpackers("I"), _Unpackers("i")
+_BY_FORMAT: dict[str, _Unpackers] = {"I": _U32S, "i": _I32S}
+
+
+def unpacker(fmt: str, count: int) -> Callable:
+    """``unpack_from`` of ``count`` little-endian ``fmt`` numbers, made once per format and count.
+
+    >>> unpacker("h", 2)(b"\\x01\\x00\\xff\\xff")
+    (1, -1)
+    """
+    by_count = _BY_FORMAT.get(fmt)
+    if by_count is None:
+        by_count = _BY_FORMAT[fmt] = _Unpackers(fmt)
+    return by_count[count]
 
 
 class Table:
@@ -111,7 +131,7 @@ class Table:
         if vt < 0:
             raise IndexError(f"vtable at {vt} outside the buffer")
         # the whole vtable in one read: the field offsets by slot ((slot - 4) // 2)
-        self.offsets = _uint16s(max(_U16(buf, vt)[0] - 4, 0) // 2)(buf, vt + 4)
+        self.offsets = unpacker("H", max(_U16(buf, vt)[0] - 4, 0) // 2)(buf, vt + 4)
 
     def _at(self, slot: int) -> int:
         """Absolute position of the field in ``slot``, 0 when absent."""
@@ -156,7 +176,7 @@ class Table:
         count = _U32(self.buf, start - 4)[0]
         if start + 4 * count > len(self.buf):
             raise IndexError(f"vector of {count} offsets at {start} runs past the end of the buffer")
-        return [start + 4 * k + v for k, v in enumerate(_uint32s(count)(self.buf, start))]
+        return [start + 4 * k + v for k, v in enumerate(_U32S[count](self.buf, start))]
 
     def strings(self, f: Field) -> list[str]:
         return [self._string_at(p) for p in self._offsets(f)]

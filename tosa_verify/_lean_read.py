@@ -15,13 +15,17 @@ one tensor and one CONST operator per constant). This reader does the least such
 * a decoded tensor or operator vtable carries one precompiled ``unpack_from`` that reads all of
   the table's inline fields at once;
 * strings are decoded with ``bytes.decode()``'s default, UTF-8 (naming the codec costs a lookup
-  per string).
+  per string);
+* a block with many tensor or operator tables has them read column-wise by :mod:`._bulk_read`
+  (numpy gathers over all tables at once), which falls back to the table-by-table loops here;
+* both produce rows of plain values, and the makers (``graph``) build a block's objects from
+  its rows in one call.
 
 It covers the common case and returns None for anything else (a field it does not read set to
 other than its default, a position outside the buffer or not aligned, a corrupt count, an
-unknown dtype or op code): the caller then reads the graph with the column-wise or per-table
-readers, which report any error with their usual message. So the result, or the error, is
-always the per-table reader's.
+unknown dtype or op code): the caller then reads the graph with the per-table reader, which
+reports any error with its usual message. So the result, or the error, is always the per-table
+reader's.
 
 >>> read_graph(data, makers)   # doctest: +SKIP
 ((1, 0, 0, False), [('main', [block])])
@@ -31,12 +35,14 @@ from __future__ import annotations
 
 import struct
 import sys
-from collections.abc import Callable
+from collections import defaultdict
+from collections.abc import Callable, Iterable
 from functools import reduce
 from operator import add, itemgetter, or_
 from typing import NamedTuple
 
-from ._flatbuffer import Field, table_layout
+from . import _bulk_read
+from ._flatbuffer import _I32S, _U32S, Field, table_layout
 
 #: (table, fields read in order): the tables this reader reads, and the fields it returns.
 _SCHEMAS = {
@@ -59,25 +65,20 @@ _VTABLES: dict[tuple[str, bytes], tuple] = {}
 _MAX_VTABLES = 4096
 
 
-#: A block with more tensors and operators than this is left to the column-wise reader
-#: (:mod:`._bulk_read`), whose numpy gathers cost less per table but more per block.
-MAX_TABLES = 256
-
-
 class _Decline(Exception):
     """The common case does not apply: the caller reads the graph with the other readers."""
 
 
 class Makers(NamedTuple):
-    """The graph's constructors, called in file order: ``tensor(name, shape, type code, data
-    start, data length)``, ``shape(name, rank, data start, data length)``, ``operator(op code,
-    attribute type, attribute table position or 0, inputs, outputs, location)`` and
-    ``block(name, operators, tensors, inputs, outputs, shapes)``; any exception from them makes
-    the reader decline."""
+    """The graph's constructors: ``tensors(buf, rows)`` of the rows (name, shape, type code, data
+    start, data length) of a block's tensor tables, ``shape(buf, name, rank, data start, data
+    length)``, ``operators(buf, rows)`` of the rows (op code, attribute type, attribute table
+    position or 0, inputs, outputs, location) of its operator tables and ``block(name, operators,
+    tensors, inputs, outputs, shapes)``; any exception from them makes the reader decline."""
 
-    tensor: Callable
+    tensors: Callable
     shape: Callable
-    operator: Callable
+    operators: Callable
     block: Callable
 
 
@@ -113,9 +114,10 @@ def _decode_vtable(table: str, key: bytes) -> tuple:
     return read_offsets, tuple(scalars), tuple(lengths), *_inline_reader([layout[name] for name in read], read_offsets)
 
 
-def _inline_reader(fields: list[Field], offsets: tuple[int, ...]) -> tuple[Callable, Callable]:
+def _inline_reader(fields: list[Field], offsets: tuple[int, ...]) -> tuple[Callable, Callable | None]:
     """(one ``unpack_from`` of a table's inline values of ``fields`` at ``offsets``, in offset
-    order; the ``itemgetter`` that puts them in field order from its result plus ``(0,)``): a
+    order; the ``itemgetter`` that puts them in field order from its result plus ``(0,)``, None
+    when they are in field order and all present already): a
     scalar's value (0 when absent: the tables read this way have no other default) and an offset
     field's offset from its own position."""
     present = sorted((off, i) for i, off in enumerate(offsets) if off)
@@ -126,7 +128,9 @@ def _inline_reader(fields: list[Field], offsets: tuple[int, ...]) -> tuple[Calla
             raise _Decline  # (overlapping fields)
         fmt, end = fmt + f"{off - end}x{code}", off + _SIZES[code]
     where = {i: k for k, (_, i) in enumerate(present)}
-    return struct.Struct(fmt).unpack_from, itemgetter(*(where.get(i, len(present)) for i in range(len(fields))))
+    order = tuple(where.get(i, len(present)) for i in range(len(fields)))
+    # (None: the unpacked values are already in field order, all present)
+    return struct.Struct(fmt).unpack_from, None if order == tuple(range(len(fields))) else itemgetter(*order)
 
 
 #: What ``order`` (see :func:`_inline_reader`) picks for an absent field.
@@ -144,7 +148,8 @@ class _Buffer:
         self.buf, self.size = buf, len(buf)
         words = memoryview(buf)[: len(buf) & ~3]
         self.u32, self.i32 = words.cast("I"), words.cast("i")
-        self.seen: dict[str, dict[int, tuple]] = {name: {} for name in _SCHEMAS}
+        self.seen: dict[str, dict[int, tuple]] = defaultdict(dict)
+        self.words: _bulk_read.Words | None = None  # (made when a block is read column-wise)
 
     def fields(self, table: str, pos: int) -> tuple[int, ...]:
         """The offsets of the fields of ``table`` this reader reads, of the table at ``pos`` (0:
@@ -213,7 +218,11 @@ class _Buffer:
         count = self.u32[start >> 2]
         if start & 3 or start + 4 + 4 * count > self.size:  # (before allocating by a corrupt count)
             raise _Decline
-        out = list(map(add, _U32S[count](self.buf, start + 4), range(start + 4, start + 4 + 4 * count, 4)))
+        if count < 8:  # (a comprehension costs less for a few tables, one unpack for many)
+            u32 = self.u32
+            out = [at + u32[at >> 2] for at in range(start + 4, start + 4 + 4 * count, 4)]
+        else:
+            out = list(map(add, _U32S[count](self.buf, start + 4), range(start + 4, start + 4 + 4 * count, 4)))
         if reduce(or_, out, 0) & 3:
             raise _Decline
         return out
@@ -230,14 +239,7 @@ class _Buffer:
 
     def strings(self, at: int) -> list[str]:
         """The strings of the vector of strings referenced from ``at`` ([] when absent)."""
-        buf, u32, size = self.buf, self.u32, self.size
-        out = []
-        for start in self.tables(at):
-            end = start + 4 + u32[start >> 2]
-            if end > size:
-                raise _Decline
-            out.append(buf[start + 4:end].decode())
-        return out
+        return _strings(self.buf, self.u32, self.size, self.target(at)) if at else []
 
     def bytes_at(self, at: int) -> tuple[int, int]:
         """(start, length) of the bytes of the vector referenced from ``at`` ((0, 0) when absent)."""
@@ -248,36 +250,6 @@ class _Buffer:
         if start + 4 + length > self.size:
             raise _Decline
         return start + 4, length
-
-
-class _Unpackers(dict):
-    """``unpack_from`` of ``count`` little-endian ``fmt`` numbers by count, made once each."""
-
-    def __init__(self, fmt: str) -> None:
-        super().__init__()
-        self.fmt = fmt
-
-    def __missing__(self, count: int) -> Callable:
-        if len(self) > 4096:
-            self.clear()
-        got = self[count] = struct.Struct(f"<{count}{self.fmt}").unpack_from
-        return got
-
-
-_U32S, _I32S = _Unpackers("I"), _Unpackers("i")
-_BY_FORMAT: dict[str, _Unpackers] = {"I": _U32S, "i": _I32S}
-
-
-def unpacker(fmt: str, count: int) -> Callable:
-    """``unpack_from`` of ``count`` little-endian ``fmt`` numbers, made once per format and count.
-
-    >>> unpacker("h", 2)(b"\\x01\\x00\\xff\\xff")
-    (1, -1)
-    """
-    by_count = _BY_FORMAT.get(fmt)
-    if by_count is None:
-        by_count = _BY_FORMAT[fmt] = _Unpackers(fmt)
-    return by_count[count]
 
 
 def read_graph(buf: bytes, makers: Makers) -> tuple[tuple[int, int, int, bool], list] | None:
@@ -302,9 +274,14 @@ def read_graph(buf: bytes, makers: Makers) -> tuple[tuple[int, int, int, bool], 
 
 
 def _version(b: _Buffer, at: int) -> tuple[int, int, int, bool]:
+    offsets = b.fields("Version", at)
+    if all(offsets):  # (as the writers write it: one unpack)
+        inline, order = b.seen["Version"][at - b.i32[at >> 2]][3:]
+        major, minor, patch, draft = order(inline(b.buf, at) + _ABSENT) if order else inline(b.buf, at)
+        return major, minor, patch, bool(draft)
     layout = table_layout("Version")
     values = []
-    for name, off in zip(_SCHEMAS["Version"], b.fields("Version", at), strict=True):
+    for name, off in zip(_SCHEMAS["Version"], offsets, strict=True):
         f = layout[name]
         if not off:
             values.append(f.default)
@@ -318,34 +295,47 @@ def _version(b: _Buffer, at: int) -> tuple[int, int, int, bool]:
 
 def _block(b: _Buffer, pos: int, makers: Makers):
     o_name, o_ops, o_tensors, o_in, o_out, o_shapes = b.fields("TosaBasicBlock", pos)
-    ops, tensors = b.tables(pos + o_ops if o_ops else 0), b.tables(pos + o_tensors if o_tensors else 0)
-    if len(ops) + len(tensors) > MAX_TABLES:
-        raise _Decline
-    tensors = _tensors(b, tensors, makers.tensor)
+    tensors = _rows(b, pos + o_tensors if o_tensors else 0, _bulk_read.tensor_rows, _tensors, _bulk_read.MIN_TABLES)
     shapes = [_shape(b, at, makers.shape) for at in b.tables(pos + o_shapes if o_shapes else 0)]
-    operators = _operators(b, ops, makers.operator)
-    return makers.block(b.string(pos + o_name if o_name else 0), operators, tensors,
-                        b.strings(pos + o_in if o_in else 0), b.strings(pos + o_out if o_out else 0), shapes)
+    operators = _rows(b, pos + o_ops if o_ops else 0, _bulk_read.operator_rows, _operators, _bulk_read.MIN_OPERATORS)
+    return makers.block(b.string(pos + o_name if o_name else 0), makers.operators(b.buf, operators),
+                        makers.tensors(b.buf, tensors), b.strings(pos + o_in if o_in else 0),
+                        b.strings(pos + o_out if o_out else 0), shapes)
 
 
-def _tensors(b: _Buffer, positions: list[int], make: Callable) -> list:
-    """Each tensor table as ``make(name, shape, type code, data start, data length)``: the
-    reads of :meth:`_Buffer.fields`, ``string`` and ``bytes_at`` inlined (most of a small
-    graph's tables are tensors)."""
+def _rows(b: _Buffer, at: int, columns: Callable, tables: Callable, least: int) -> Iterable[tuple]:
+    """The rows of the tables of the vector of offsets referenced from ``at``: read column-wise
+    (:mod:`._bulk_read`) when there are ``least`` of them or more and that reader's case applies,
+    else table by table."""
+    start = b.target(at)
+    if start and b.u32[start >> 2] >= least:
+        if b.words is None:
+            b.words = _bulk_read.Words(b.buf)
+        rows = columns(b, start)
+        if rows is not None:
+            return rows
+    return tables(b, b.tables(at))
+
+
+def _tensors(b: _Buffer, positions: list[int]) -> list[tuple]:
+    """(name, shape, type code, data start, data length) of each tensor table: the reads of
+    :meth:`_Buffer.fields`, ``string`` and ``bytes_at`` inlined (most of a small graph's tables
+    are tensors)."""
     buf, u32, i32, size, seen = b.buf, b.u32, b.i32, b.size, b.seen["TosaTensor"]
     out, aligned = [], 0
     for pos in positions:  # (aligned, as tables() checks)
         vt = pos - i32[pos >> 2]
         (o_name, o_shape, o_type, o_data), scalars, lengths, inline, order = (
             seen.get(vt) or b.vtable("TosaTensor", vt))
-        name, shape, code, data = order(inline(buf, pos) + _ABSENT)
+        name, shape, code, data = order(inline(buf, pos) + _ABSENT) if order else inline(buf, pos)
         if scalars:
             b.check_defaults(pos, scalars, ())
-        for at in lengths:  # (a lowered graph's tensors write an empty VariableName and ScaleData)
-            at += pos + u32[(pos + at) >> 2]
-            if u32[at >> 2]:
-                raise _Decline
-            aligned |= at
+        if lengths:  # (a lowered graph's tensors write an empty VariableName and ScaleData)
+            for at in lengths:
+                at += pos + u32[(pos + at) >> 2]
+                if u32[at >> 2]:
+                    raise _Decline
+                aligned |= at
         start = pos + o_name + name + 4
         end = start + u32[(start >> 2) - 1]
         if end > size or not o_name:
@@ -368,7 +358,7 @@ def _tensors(b: _Buffer, positions: list[int], make: Callable) -> list:
             if start + length > size:
                 raise _Decline
             aligned |= start
-        out.append(make(name, shape or (), code, start, length))
+        out.append((name, shape or (), code, start, length))
     if aligned & 3:  # (every read above stayed inside the buffer)
         raise _Decline
     return out
@@ -376,13 +366,13 @@ def _tensors(b: _Buffer, positions: list[int], make: Callable) -> list:
 
 def _shape(b: _Buffer, pos: int, make: Callable):
     o_name, o_rank, o_data = b.fields("TosaShape", pos)
-    return make(b.string(pos + o_name if o_name else 0), b.u32[(pos + o_rank) >> 2] if o_rank else 0,
+    return make(b.buf, b.string(pos + o_name if o_name else 0), b.u32[(pos + o_rank) >> 2] if o_rank else 0,
                 *b.bytes_at(pos + o_data if o_data else 0))
 
 
-def _operators(b: _Buffer, positions: list[int], make: Callable) -> list:
-    """Each operator table as ``make(op code, attribute type, attribute table position or 0,
-    inputs, outputs, location)``; the attribute table's bounds are checked here (``make`` reads
+def _operators(b: _Buffer, positions: list[int]) -> list[tuple]:
+    """(op code, attribute type, attribute table position or 0, inputs, outputs, location) of
+    each operator table; the attribute table's bounds are checked here (the operator maker reads
     its fields, if its type has any)."""
     buf, u32, i32, size, seen = b.buf, b.u32, b.i32, b.size, b.seen["TosaOperator"]
     text_at: dict[int, int] = {}  # location vtable -> Text offset, when it sets nothing else
@@ -392,7 +382,7 @@ def _operators(b: _Buffer, positions: list[int], make: Callable) -> list:
         vt = pos - i32[pos >> 2]
         (o_op, o_kind, o_attr, o_in, o_out, o_loc), scalars, lengths, inline, order = (
             seen.get(vt) or b.vtable("TosaOperator", vt))
-        code, kind, attribute, inputs, outputs, loc = order(inline(buf, pos) + _ABSENT)
+        code, kind, attribute, inputs, outputs, loc = order(inline(buf, pos) + _ABSENT) if order else inline(buf, pos)
         if scalars or lengths:
             b.check_defaults(pos, scalars, lengths)
         location = ""
@@ -401,8 +391,10 @@ def _operators(b: _Buffer, positions: list[int], make: Callable) -> list:
             vt = loc - i32[loc >> 2]
             o_text = text_at.get(vt)
             if o_text is None:
-                [o_text] = b.fields("OpLocation", loc)
-                if not any(b.vtable("OpLocation", vt)[1:3]):
+                (o_text,), scalars, lengths = b.vtable("OpLocation", vt)[:3]
+                if scalars or lengths:
+                    b.check_defaults(loc, scalars, lengths)
+                else:
                     text_at[vt] = o_text
             if o_text:
                 start = loc + o_text + u32[(loc + o_text) >> 2] + 4
@@ -436,7 +428,7 @@ def _operators(b: _Buffer, positions: list[int], make: Callable) -> list:
                 outputs = [buf[start:end].decode()]
             else:
                 outputs = _strings(buf, u32, size, outputs)
-        out.append(make(code, kind, attribute, inputs or [], outputs or [], location))
+        out.append((code, kind, attribute, inputs or [], outputs or [], location))
     if aligned & 3:  # (every read above stayed inside the buffer)
         raise _Decline
     return out

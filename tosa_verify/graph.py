@@ -14,15 +14,14 @@ import math
 import os
 import re
 import struct
-import sys
-from collections.abc import Callable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from . import _bulk_read, _lean_read
-from ._flatbuffer import _I32, _U16, _U32, Field, Table, table_layout
+from . import _lean_read
+from ._flatbuffer import _I32, _U16, _U32, Field, Table, table_layout, unpacker
 from .dtypes import (
     BS_BLOCK,
     BS_SCALE,
@@ -306,7 +305,7 @@ def _attribute_vector(buf: bytes, at: int, f: Field, as_bytes: bool) -> object:
         raise IndexError(count)
     if as_bytes:
         return buf[start:start + size * count]
-    return list(_lean_read.unpacker(f.fmt, count)(buf, start))
+    return list(unpacker(f.fmt, count)(buf, start))
 
 
 def _checked_shape(name: str, shape: tuple[int, ...]) -> None:
@@ -379,65 +378,73 @@ def _plain_constants() -> dict[int, tuple[str, np.dtype, int]]:
             if info.working.kind in "iuf" and info.bits == 8 * info.working.itemsize and info.name != "BOOL"}
 
 
-def _tensor_maker(buf: bytes) -> Callable:
-    """The ``make`` of the lean reader (:mod:`._bulk_read`) for ``buf``: a KeyError or size error
-    makes it decline, and the per-table reader reports the error."""
-    plain = _plain_constants() if sys.byteorder == "little" else {}
-    # (closure variables: cheaper than the module and attribute lookups, once per tensor)
-    prod, limit, tensor, ndarray = math.prod, MAX_TENSOR_ELEMENTS, Tensor, np.ndarray
-
-    def make(name: str, shape: tuple[int, ...], code: int, start: int, length: int) -> Tensor:
+def _make_tensors(buf: bytes, rows: Iterable[tuple]) -> list[Tensor]:
+    """The tensors of the lean reader's rows (name, shape, type code, data start, data length) of
+    ``buf``; a KeyError or size error makes it decline, and the per-table reader reports it."""
+    plain, prod, limit, tensor, ndarray = _plain_constants(), math.prod, MAX_TENSOR_ELEMENTS, Tensor, np.ndarray
+    out = []
+    for name, shape, code, start, length in rows:
         got = plain.get(code)
-        count = prod(shape)
-        if count > limit:
-            raise _TooLarge
         if got is None:
-            dtype = DTYPE_BY_CODE[code].name
-            data = decode_constant(np.frombuffer(buf, np.uint8, length, start), dtype, shape) if length else None
-            return Tensor(name, shape, dtype, data)
+            out.append(_decoded_tensor(buf, name, shape, code, start, length))
+            continue
         dtype, working, itemsize = got
-        if not length:
-            return tensor(name, shape, dtype)
-        if length < count * itemsize:
+        count = prod(shape)
+        if count > limit or length and length < count * itemsize:
             raise _TooLarge  # (the per-table reader names the tensor and the sizes)
         # a read-only view of the file's bytes, as decode_constant makes (one call, not two)
-        return tensor(name, shape, dtype, ndarray(shape, working, buf, start))
+        out.append(tensor(name, shape, dtype, ndarray(shape, working, buf, start) if length else None))
+    return out
 
-    return make
+
+def _decoded_tensor(buf: bytes, name: str, shape: tuple[int, ...], code: int, start: int, length: int) -> Tensor:
+    """A tensor of a type whose constant is decoded (INT4, INT48, BOOL, ...; a KeyError for an
+    unknown type code)."""
+    if math.prod(shape) > MAX_TENSOR_ELEMENTS:
+        raise _TooLarge
+    dtype = DTYPE_BY_CODE[code].name
+    data = decode_constant(np.frombuffer(buf, np.uint8, length, start), dtype, shape) if length else None
+    return Tensor(name, shape, dtype, data)
 
 
 class _TooLarge(Exception):
     """A size the lean reader leaves to the per-table reader to report."""
 
 
-def _lean_makers(buf: bytes, op_names: dict[int, str]) -> _lean_read.Makers:
-    """The constructors :func:`._lean_read.read_graph` calls for ``buf``; an unusual value makes
-    them raise, so that the per-table reader reads the graph and reports any error."""
-    fieldless, attribute_vtables, operator_class = _FIELDLESS, {}, Operator
-
-    def operator(code: int, kind: int, at: int, inputs: list, outputs: list, location: str) -> Operator:
-        # (an unknown op code or attribute type is a KeyError; the caller checked the attribute
-        # table's bounds, all a type without fields, CONST's, needs)
+def _make_operators(buf: bytes, rows: Iterable[tuple]) -> list[Operator]:
+    """The operators of the lean reader's rows (op code, attribute type, attribute table position
+    or 0, inputs, outputs, location) of ``buf``; an unknown op code or attribute type is a
+    KeyError, which makes it decline (the reader checked the attribute table's bounds, all that
+    a type without fields, CONST's, needs)."""
+    names, fieldless, operator, attribute_vtables = _op_names(), _FIELDLESS, Operator, {}
+    out = []
+    for code, kind, at, inputs, outputs, location in rows:
         if not fieldless[kind]:
-            return operator_class(op_names[code], _lean_attributes(buf, at, kind, attribute_vtables), inputs,
-                                  outputs, location)
-        if kind and not at:
+            attrs = _lean_attributes(buf, at, kind, attribute_vtables)
+        elif kind and not at:
             raise KeyError(kind)  # (a missing attribute: the per-table reader reports it)
-        return operator_class(op_names[code], {}, inputs, outputs, location)
+        else:
+            attrs = {}
+        out.append(operator(names[code], attrs, inputs, outputs, location))
+    return out
 
-    def shape(name: str, rank: int, start: int, length: int) -> Tensor:
-        if not length or sys.byteorder != "little":
-            data = decode_constant(np.frombuffer(buf, np.uint8, length, start), "SHAPE", (rank,)) if length else None
-            return Tensor(name, (rank,), "SHAPE", data)
-        if length < 8 * rank:
-            raise _TooLarge  # (the per-table reader names the sizes)
-        # a read-only view of the file's bytes, as decode_constant makes (one call, not four)
-        return Tensor(name, (rank,), "SHAPE", np.ndarray((rank,), np.int64, buf, start))
 
-    def block(name: str, operators: list, tensors: list, inputs: list, outputs: list, shapes: list) -> Block:
-        return Block(name, operators, {t.name: t for t in tensors}, inputs, outputs, {s.name: s for s in shapes})
+def _make_shape(buf: bytes, name: str, rank: int, start: int, length: int) -> Tensor:
+    """A TosaShape table's tensor (its data a read-only view of ``buf``)."""
+    if not length:
+        return Tensor(name, (rank,), "SHAPE")
+    if length < 8 * rank:
+        raise _TooLarge  # (the per-table reader names the sizes)
+    # a read-only view of the file's bytes, as decode_constant makes (one call, not four)
+    return Tensor(name, (rank,), "SHAPE", np.ndarray((rank,), np.int64, buf, start))
 
-    return _lean_read.Makers(_tensor_maker(buf), shape, operator, block)
+
+def _make_block(name: str, operators: list, tensors: list, inputs: list, outputs: list, shapes: list) -> Block:
+    return Block(name, operators, {t.name: t for t in tensors}, inputs, outputs, {s.name: s for s in shapes})
+
+
+#: The constructors of :func:`._lean_read.read_graph`.
+_MAKERS = _lean_read.Makers(_make_tensors, _make_shape, _make_operators, _make_block)
 
 
 class _Fieldless(dict):
@@ -456,18 +463,12 @@ _FIELDLESS = _Fieldless({0: True})
 
 
 def _read_tensors(block: Table, fb: dict[str, Field]) -> list[Tensor]:
-    tensors = _bulk_read.read_tensors(block, fb["Tensors"], _tensor_maker(block.buf))
-    if tensors is None:
-        ft = table_layout("TosaTensor")
-        tensor_layout = tuple(ft[k] for k in _TENSOR_FIELDS)
-        tensors = [_read_tensor(t, tensor_layout) for t in block.tables(fb["Tensors"])]
-    return tensors
+    ft = table_layout("TosaTensor")
+    tensor_layout = tuple(ft[k] for k in _TENSOR_FIELDS)
+    return [_read_tensor(t, tensor_layout) for t in block.tables(fb["Tensors"])]
 
 
 def _read_operators(block: Table, fb: dict[str, Field], op_names: dict[int, str]) -> list[Operator]:
-    operators = _bulk_read.read_operators(block, fb["Operators"], _lean_makers(block.buf, op_names).operator)
-    if operators is not None:
-        return operators
     fo, text = table_layout("TosaOperator"), table_layout("OpLocation")["Text"]
     op_layout = tuple(fo[k] for k in ("Op", "Attribute", "AttributeType", "Inputs", "Outputs", "Location"))
     operators = []
@@ -518,7 +519,7 @@ def parse(data: bytes) -> Graph:
         )
     op_names = _op_names()
     data = bytes(data)
-    lean = _lean_read.read_graph(data, _lean_makers(data, op_names))
+    lean = _lean_read.read_graph(data, _MAKERS)
     if lean is not None:
         version, regions = lean[0], [Region(name, blocks) for name, blocks in lean[1]]
     else:
