@@ -63,6 +63,78 @@ class QParams:
         }
 
 
+def _per_channel_view(t: torch.Tensor, axis: int | None, rank: int) -> torch.Tensor:
+    """A per-channel parameter shaped to broadcast along ``axis`` (per-tensor: unchanged)."""
+    if axis is None:
+        return t
+    shape = [1] * rank
+    shape[axis] = -1
+    return t.reshape(shape)
+
+
+def dequantize_exact(q: torch.Tensor, scale, zero_point, axis: int | None = None) -> torch.Tensor:
+    """The real value ``(q - zp) * scale`` in float64 (exact for float32 scales), per tensor or
+    per channel along ``axis``: what integer arithmetic (RESCALE, AVG_POOL2D...) computes with.
+
+    Example:
+        >>> q = torch.tensor([127], dtype=torch.int8)
+        >>> float(dequantize_exact(q, 0.003921568859368563, -128)[0])
+        1.0000000591389835
+    """
+    s = _per_channel_view(torch.as_tensor(scale, dtype=torch.float64), axis, q.dim())
+    zp = _per_channel_view(torch.as_tensor(0 if zero_point is None else zero_point,
+                                           dtype=torch.float64), axis, q.dim())
+    return (q.double() - zp) * s
+
+
+def dequantize_f32(q: torch.Tensor, scale, zero_point, axis: int | None = None) -> torch.Tensor:
+    """PyTorch's dequantization ``(q - zp) * scale``: the float32 value it returns, in float64.
+
+    ``quantized_decomposed.dequantize_per_tensor`` computes in float32 (its scale rounded to
+    float32 first); ``dequantize_per_channel`` in the scales' dtype, then casts to float32.
+    Both factors of the product are exact in float64 and so is the product (at most 24 + 24
+    bits), so rounding it once to float32 gives torch's value exactly. That value, not the
+    exact real ``(q - zp) * scale``, is what the fake-quant graph feeds its ops: at ``q = 127``
+    with scale ``float32(1/255)`` and zero point -128 the real product is 1.0000000591 (acos:
+    NaN) while torch's is 1.0 (acos: 0).
+
+    Example:
+        >>> q = torch.tensor([127], dtype=torch.int8)
+        >>> float(dequantize_f32(q, 0.003921568859368563, -128)[0])
+        1.0
+        >>> q = torch.tensor([127, 5], dtype=torch.int8)
+        >>> dequantize_f32(q, torch.tensor([0.5, 0.25]), torch.tensor([0, 1]), axis=0).tolist()
+        [63.5, 1.0]
+    """
+    if axis is None:  # torch: (q.to(float32) - zp) * scale, one float32 operation each
+        n = (q.to(torch.float32) - int(zero_point)).double()
+        s = torch.tensor(float(scale), dtype=torch.float32)
+    else:  # torch: (q - zps) * scales in the scales' dtype (integers rounded to it first)
+        s = torch.as_tensor(scale)
+        s = _per_channel_view(s if s.is_floating_point() else s.double(), axis, q.dim())
+        zp = _per_channel_view(torch.as_tensor(0 if zero_point is None else zero_point,
+                                               dtype=torch.int64), axis, q.dim())
+        n = (q.to(torch.int64) - zp).to(s.dtype).double()
+    return (n * s.double()).to(s.dtype).to(torch.float32).double()
+
+
+def quantize_f64(x: torch.Tensor, scale, zero_point, qmin: int, qmax: int, dtype: torch.dtype,
+                 axis: int | None = None) -> torch.Tensor:
+    """The ideal quantization ``clamp(round_half_even(x / scale) + zp, qmin, qmax)`` in float64.
+
+    float64 rather than torch's float32 ``x * (1 / scale)``: float32 rounding flips a few
+    values across a rounding tie, and those one-step flips grow layer by layer in deep nets.
+    A NaN becomes what torch's cast makes of it (0 for int8).
+
+    Example:
+        >>> quantize_f64(torch.tensor([0.25, 0.75, 9.0]), 0.5, 0, -128, 127, torch.int8).tolist()
+        [0, 2, 18]
+    """
+    s = _per_channel_view(torch.as_tensor(scale, dtype=torch.float64), axis, x.dim())
+    zp = _per_channel_view(torch.as_tensor(zero_point, dtype=torch.float64), axis, x.dim())
+    return (torch.round(x.double() / s) + zp).clamp(qmin, qmax).to(dtype)
+
+
 def quantize_scale(scale: float, scale32: bool = True) -> tuple[int, int]:
     """Real multiplier -> (integer multiplier, right shift) for TOSA RESCALE.
 

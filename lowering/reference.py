@@ -9,7 +9,12 @@ layer. Evaluating the very same graph in float64 removes that noise, which is wh
 
 * every floating tensor (graph inputs, parameters, op arguments) is taken to float64;
 * ``quantize_per_*`` is ``clamp(round_half_even(x / scale) + zp, qmin, qmax)`` and
-  ``dequantize_per_*`` is ``(q - zp) * scale``, both in float64 (per-channel along ``axis``);
+  ``dequantize_per_*`` is ``(q - zp) * scale``, both in float64 (per-channel along ``axis``;
+  :mod:`lowering.qparams`), so integer arithmetic's .5 ties stay ties;
+* except that an element-wise function of one tensor (``lowering.ops.registry.table_ops``: a
+  TABLE in INT) sees PyTorch's own float32 dequantized value (``dequantize_f32``), as the
+  table builder does: acos(1.0) = 0 where the real 1.0000000591 (q = 127, scale
+  float32(1/255), zero point -128) is outside acos's domain;
 * a quantize applied directly to a graph input stays in float32, exactly as
   :meth:`LoweredModel.quantize_inputs` (the deployment) quantizes its inputs.
 
@@ -27,6 +32,9 @@ from typing import Any
 import numpy as np
 import torch
 import torch.fx as fx
+
+from .ops.registry import table_ops
+from .qparams import dequantize_exact, dequantize_f32, quantize_f64
 
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 _RECORDED = ("placeholder", "call_function", "call_module", "call_method")
@@ -58,23 +66,16 @@ def _up(a: Any) -> Any:
     return a
 
 
-def _qdq_f64(kind: str, name: str, args: Sequence[Any]) -> torch.Tensor:
-    """quantize (``kind="q"``) or dequantize in float64, per tensor or per channel."""
+def _qdq_f64(kind: str, name: str, args: Sequence[Any], like_torch: bool = False) -> torch.Tensor:
+    """quantize (``kind="q"``) or dequantize: the real value, or torch's float32 one."""
     if "per_channel" in name:
         x, scale, zp, axis, qmin, qmax, dtype = list(args[:7])
     else:
         x, scale, zp, qmin, qmax, dtype = list(args[:6])
         axis = None
-    scale = torch.as_tensor(scale, dtype=torch.float64)
-    zp = torch.as_tensor(zp, dtype=torch.float64)
-    if axis is not None:
-        shape = [1] * x.dim()
-        shape[axis] = -1
-        scale, zp = scale.reshape(shape), zp.reshape(shape)
     if kind == "q":
-        q = torch.round(x.double() / scale) + zp
-        return q.clamp(qmin, qmax).to(dtype)
-    return (x.double() - zp) * scale
+        return quantize_f64(x, scale, zp, qmin, qmax, dtype, axis)
+    return (dequantize_f32 if like_torch else dequantize_exact)(x, scale, zp, axis)
 
 
 @dataclass
@@ -97,6 +98,9 @@ class _Run(fx.Interpreter):
         self.wide = wide
         self.record = record
         self.node: fx.Node | None = None
+        self.tables = table_ops()
+        #: dequantize node -> [torch's float32 value of it, element-wise function users left]
+        self.torch_values: dict[fx.Node, list] = {}
 
     def run_node(self, n: fx.Node) -> Any:
         self.node = n
@@ -116,6 +120,11 @@ class _Run(fx.Interpreter):
 
     def get_attr(self, target: Any, args: Any, kwargs: Any) -> Any:
         v = super().get_attr(target, args, kwargs)
+        users = self.node.users if self.node is not None else ()
+        if users and all(u.op == "call_function" and qdq_kind(u.target) for u in users):
+            # quantization parameters (per-channel scales) keep their dtype: torch's
+            # dequantize computes in it (lowering.qparams.dequantize_f32)
+            return v
         return _up(v) if self.wide else v
 
     def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
@@ -127,8 +136,35 @@ class _Run(fx.Interpreter):
             if kind == "q" and getattr(src, "op", "") == "placeholder":
                 # graph inputs are quantized exactly like LoweredModel.quantize_inputs (float32)
                 return target(args[0].float(), *args[1:], **kwargs)
+            if kind == "dq":
+                self._keep_torch_value(args)
             return _qdq_f64(kind, str(target), args)
+        if target in self.tables:
+            args = self._torch_input(args)
         return target(*_up(tuple(args)), **{k: _up(v) for k, v in kwargs.items()})
+
+    def _keep_torch_value(self, args: Sequence[Any]) -> None:
+        """Keep torch's float32 value of this dequantize for its element-wise function users."""
+        users = sum(u.op == "call_function" and u.target in self.tables for u in self.node.users)
+        if users:
+            self.torch_values[self.node] = [
+                _qdq_f64("dq", str(self.node.target), args, like_torch=True), users]
+
+    def _torch_input(self, args: tuple) -> tuple:
+        """An element-wise function's dequantized input as torch's float32 value.
+
+        Such a function is a TABLE in INT, built at those very values (``int8_table``): acos
+        of torch's 1.0 is 0 where the real 1.0000000591 has none. Arithmetic keeps the real
+        values, which integer ops compute with exactly (their .5 ties stay ties).
+        """
+        src = self.node.args[0] if self.node.args else None
+        kept = self.torch_values.get(src) if isinstance(src, fx.Node) else None
+        if kept is None:
+            return args
+        kept[1] -= 1
+        if not kept[1]:
+            del self.torch_values[src]
+        return (kept[0], *args[1:])
 
 
 def _as_tensors(inputs: Iterable[Any]) -> list[Any]:
@@ -248,8 +284,10 @@ class TorchReference:
     def evaluate_node(self, name: str, x: np.ndarray) -> np.ndarray | None:
         """The fake-quant model's function node ``name`` applied to ``x`` alone, in float64.
 
-        None when there is no such node; raises what the node raises when it is not an
-        element-wise function of one tensor.
+        ``x`` holds dequantized input levels: the function sees their float32 values, as it
+        does in the evaluator (torch's dequantize returns float32). None when there is no
+        such node; raises what the node raises when it is not an element-wise function of
+        one tensor.
         """
         gm = self.quantized_model
         node = None if gm is None else next(
@@ -257,5 +295,6 @@ class TorchReference:
         if node is None:
             return None
         with torch.no_grad():
-            return node.target(torch.tensor(x, dtype=torch.float64), *node.args[1:], **node.kwargs).double().numpy()
+            levels = torch.tensor(x, dtype=torch.float32).double()
+            return node.target(levels, *node.args[1:], **node.kwargs).double().numpy()
 

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from ..errors import LoweringError
+from ..qparams import QParams, dequantize_f32, quantize_f64
 from ..serialize import INT_OF
 from .common import (
     clamp,
@@ -91,6 +92,20 @@ def _reference_fn(node):
     return f
 
 
+def _table_entries(fn, q: torch.Tensor, qi, qo) -> torch.Tensor:
+    """quantize(fn(dequantize(q))) as :mod:`lowering.reference` evaluates the fake-quant graph.
+
+    The dequantized inputs are torch's float32 values (acos(1.0) = 0 where the real product
+    1.0000000591 has none); fn and the quantization run in float64: in float32, 1/x
+    (softmax's reciprocal) landed on the other side of a rounding tie for a few entries, and
+    swin_t's output drifted up to 6 steps from those flips.
+    """
+    x = dequantize_f32(q, qi.s, qi.zp)
+    y = torch.as_tensor(fn(x)).double()
+    # torch's cast, as quantize_per_tensor casts: a NaN entry (acos outside [-1, 1]) becomes 0
+    return quantize_f64(y, qo.s, qo.zp, qo.qmin, qo.qmax, qo.dtype)
+
+
 def int8_table(fn, qi, qo) -> np.ndarray:
     """256-entry table: quantize(fn(dequantize(q))) exactly as the fake-quant graph computes it.
 
@@ -100,25 +115,22 @@ def int8_table(fn, qi, qo) -> np.ndarray:
         >>> int(int8_table(torch.relu, q, q)[:130].max())
         1
     """
-    # float64 throughout, as lowering.reference evaluates the fake-quant graph: in float32,
-    # 1/x (softmax's reciprocal) landed on the other side of a rounding tie for a few
-    # entries, and swin_t's output drifted up to 6 steps from those flips
-    q = torch.arange(-128, 128, dtype=torch.float64)
-    x = (q - float(qi.zp)) * float(qi.s)
-    y = torch.as_tensor(fn(x)).double()
-    out = torch.round(y / float(qo.s)) + float(qo.zp)
-    # torch's cast, as quantize_per_tensor casts: a NaN entry (acos outside [-1, 1]) becomes 0
-    return out.clamp(qo.qmin, qo.qmax).to(torch.int8).numpy()
+    q = torch.arange(-128, 128, dtype=torch.int8)
+    return _table_entries(fn, q, qi, qo).to(torch.int8).numpy()
 
 
 def int16_table(fn, qi, qo) -> np.ndarray:
-    """513-entry int16 table sampled every 128 input steps (TOSA interpolates between)."""
-    idx = torch.arange(0, 513, dtype=torch.int64) * 128 - 32768
-    idx = idx.clamp(-32768, 32767)
-    x = (idx.to(torch.float32) - qi.zp) * qi.s
-    y = fn(x.to(torch.float32))
-    q = torch.round(y * (1.0 / qo.s)) + qo.zp
-    return q.clamp(-32768, 32767).to(torch.int16).numpy()
+    """513-entry int16 table sampled every 128 input steps (TOSA interpolates between).
+
+    Example:
+        >>> from lowering.qparams import QParams
+        >>> q = QParams(np.array([2.0 ** -8]), np.array([0]), torch.int16, -32768, 32767)
+        >>> int16_table(torch.relu, q, q)[[0, 256, 512]].tolist()
+        [0, 0, 32767]
+    """
+    idx = (torch.arange(0, 513, dtype=torch.int64) * 128 - 32768).clamp(-32768, 32767)
+    qo16 = QParams(qo.scale, qo.zero_point, torch.int16, -32768, 32767)
+    return _table_entries(fn, idx.to(torch.int16), qi, qo16).numpy()
 
 
 def table(em, node, fn, x_node, layout, out=None):

@@ -1,6 +1,7 @@
 """INT8 TABLEs equal the float64 fake-quant evaluation of their function, entry for entry.
 
-The fake-quant model is the yardstick evaluated in float64 (``lowering.reference``); a table
+The fake-quant model is the yardstick evaluated in float64 (``lowering.reference``) at
+PyTorch's float32 dequantized inputs; a table
 built in float32 rounds some entries the other way (swin_t's softmax reciprocal: 6 entries one
 step off, 6 steps at the model's output). The reference here is numpy's float64 formula, not
 our code."""
@@ -15,7 +16,8 @@ from lowering.qparams import QParams
 
 
 def _numpy_table(fn, si: float, zi: int, so: float, zo: int) -> np.ndarray:
-    x = (np.arange(-128, 128, dtype=np.float64) - zi) * si
+    # the inputs PyTorch's dequantize gives fn: float32 scale, float32 product
+    x = ((np.arange(-128, 128, dtype=np.float32) - zi) * np.float32(si)).astype(np.float64)
     with np.errstate(divide="ignore"):  # 1/0 at the zero point: inf, clipped to 127 as torch does
         return np.clip(np.round(fn(x) / so) + zo, -128, 127).astype(np.int8)
 
