@@ -331,9 +331,12 @@ def _mul_checks(call: OpCall) -> tuple[int, int]:
 def _mul_shift(call: OpCall) -> int:
     """The shift operand, with its REQUIREs."""
     dt = call.in_dtype(0)
-    shift = int(np.asarray(call.inputs[2]).reshape(-1)[0])
-    call.require(0 <= shift <= 63, f"0 <= shift <= 63 (shift {shift})")
-    call.require(dt == "INT32" or shift == 0, f"shift == 0 for in_t {dt} (shift {shift})")
+    value = call.inputs[2]
+    shift = int(value.item(0) if type(value) is np.ndarray else np.asarray(value).reshape(-1)[0])
+    if not 0 <= shift <= 63:  # (messages formatted only for a failing REQUIRE)
+        call.require(False, f"0 <= shift <= 63 (shift {shift})")
+    if shift and dt != "INT32":
+        call.require(False, f"shift == 0 for in_t {dt} (shift {shift})")
     return shift
 
 
