@@ -327,7 +327,8 @@ def prepare_conv(call: OpCall):
     p = _conv_setup(call, 3 if call.op == "CONV3D" else 2)
     weights: dict = {"float": _is_float(p["in_dt"])}
     if weights["float"]:
-        weights[F64] = np.ascontiguousarray(np.moveaxis(call.inputs[1].astype(F64), 0, -1))
+        w = call.inputs[1].astype(F64)  # [OC, *K, IC] -> [*K, IC, OC] (np.moveaxis without its wrapper)
+        weights[F64] = np.ascontiguousarray(w.transpose((*range(1, w.ndim), 0)))
     else:
         weights["izp"] = p["izp"]
         weights["shifted"] = shifted = call.inputs[1].astype(np.int64)  # (as _shifted, without its max)
