@@ -410,7 +410,7 @@ def prepare_table(call: OpCall):
     tab = np.asarray(call.inputs[1]).astype(I64).reshape(-1)
     # int16: the entries whose slope breaks apply_lookup_s's REQUIRE (slope fits int16)
     lo, hi = int_range("INT16")
-    slopes = np.diff(tab)
+    slopes = tab[1:] - tab[:-1]  # (np.diff without its Python wrapper)
     unfit = (slopes < lo) | (slopes > hi)
     if _working(call) != np.int32:
         return lambda run: [_lookup(run, run.inputs[0], tab, not unfit.any())]
@@ -419,7 +419,7 @@ def prepare_table(call: OpCall):
     # low 7 bits equal value & 0x7F (32768 is a multiple of 128).
     base7 = (tab[:512] << 7).astype(np.int32)
     slope = slopes.astype(np.int32)
-    unfit = unfit if unfit.any() else None
+    unfit = unfit if np.count_nonzero(unfit) else None  # (one C call: ndarray.any has a Python wrapper)
     # the numpy scalars made once; take() is numpy's faster gather for a 1-D table
     sign, seven, low = np.uint16(0x8000), np.uint16(7), np.uint16(0x7F)
 
