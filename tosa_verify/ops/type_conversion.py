@@ -320,7 +320,7 @@ def _setup(call: OpCall) -> tuple[tuple, list[int], list[int], tuple[int, int, i
         m, s = call.inputs[1].astype(np.int64).reshape(-1), call.inputs[2].astype(np.int64).reshape(-1)
         # (shifts proven in 2..62 above: 1 << (s - 1) looked up, one numpy call instead of two)
         half = None if not scale32 else _HALVES[s] if extremes is not None else np.left_shift(np.int64(1), s - 1)
-    else:  # Python's ints: int64 arrays take them as int64 (NEP 50), no numpy scalar to make
+    else:  # Python's ints (the checks and proofs read them; a prepared kernel makes its int64 scalars once)
         m, s = ms[0], ss[0]
         half = None if not scale32 else 1 << (s - 1) if 1 <= s <= 63 else np.left_shift(np.int64(1), np.int64(s) - 1)
     bounds = (-half, half) if scale32 else None
