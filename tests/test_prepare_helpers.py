@@ -12,9 +12,24 @@ import tosa_serializer as ts
 import tosa_verify
 from tests.test_plan import _rescale_graph
 from tosa_verify.errors import TosaRequireError
-from tosa_verify.numerics import int_range
+from tosa_verify.numerics import int_range, reciprocal_scale
 from tosa_verify.ops._tensor_common import _l1_max, _one_pass_finish
+from tosa_verify.ops.pooling import _window_counts
 from tosa_verify.ops.type_conversion import _HALVES
+
+
+@pytest.mark.parametrize("value", [*range(1, 300), 4095, 4096, 4097, 1 << 20, (1 << 31) - 1, 1 << 31])
+def test_reciprocal_scale_follows_the_spec_with_k_the_smallest_power_of_two_reached(value: int) -> None:
+    # spec: k = 32 - count_leading_zeros(value - 1), the least k with 2**k >= value
+    k = next(k for k in range(33) if 1 << k >= value)
+    assert reciprocal_scale(value) == ((((1 << 30) + 1) << k) // value, 30 + k)
+
+
+@pytest.mark.parametrize("in_size, out_size, kernel, stride, pad", [
+    (4, 3, 3, 2, 1), (5, 5, 3, 1, 1), (8, 4, 2, 2, 0), (7, 3, 3, 3, 2), (1, 1, 1, 1, 0), (3, 0, 2, 1, 0)])
+def test_window_counts_are_each_windows_in_range_positions(in_size, out_size, kernel, stride, pad) -> None:
+    expected = [sum(0 <= o * stride - pad + t < in_size for t in range(kernel)) for o in range(out_size)]
+    assert _window_counts(in_size, out_size, kernel, stride, pad) == expected
 
 
 def test_shift_halves_are_one_shifted_by_shift_minus_one() -> None:

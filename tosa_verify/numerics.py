@@ -114,7 +114,8 @@ def reciprocal_scale(value: int) -> tuple[int, int]:
     """
     if value <= 0:
         raise ValueError("reciprocal_scale needs value > 0")
-    k = 32 - int(count_leading_zeros32(np.array([value - 1]))[0])
+    # 32 - clz32(value - 1) is the bit length of value - 1 below 2**31 (Python's int, no numpy call)
+    k = (value - 1).bit_length() if value <= 1 << 31 else 32 - int(count_leading_zeros32(np.array([value - 1]))[0])
     numerator = ((1 << 30) + 1) << k
     return numerator // value, 30 + k
 

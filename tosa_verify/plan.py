@@ -35,7 +35,7 @@ from .budget import cached_graph_memory, check_need
 from .dtypes import dtype_info
 from .errors import TosaError, TosaUnsupportedError, TosaValidationError
 from .graph import Block, Graph, Operator, Tensor, load
-from .ops.registry import IMPURE, REGISTRY, OpCall, prepare_for
+from .ops.registry import _PREPARED_FUNCTION, IMPURE, PREPARE, REGISTRY, OpCall
 
 #: Operators a plan never folds even with constant inputs: they read or write run state
 #: (variables, the running interpreter) or call sub-blocks. Op modules add theirs to
@@ -43,7 +43,7 @@ from .ops.registry import IMPURE, REGISTRY, OpCall, prepare_for
 _NEVER_FOLD = {"VARIABLE", "VARIABLE_READ", "VARIABLE_WRITE", "COND_IF", "WHILE_LOOP", "CUSTOM"}
 
 
-@dataclass
+@dataclass(slots=True)
 class Step:
     """One operator of a plan, ready to call."""
 
@@ -259,15 +259,11 @@ def build_plan(block: Block, graph: Graph | None = None) -> BlockPlan:
     runtime = _PlanRuntime(graph)
     decls: dict[str, Tensor] = {**block.shapes, **block.tensors}  # a tensor wins over a shape
     inputs = set(block.inputs)
-    constants: dict[str, np.ndarray] = {}
-    variables: list[tuple[str, Tensor]] = []
-    for name, decl in decls.items():
-        if name in inputs:
-            continue
-        if decl.variable:
-            variables.append((name, decl))
-        elif decl.data is not None:
-            constants[name] = decl.data
+    # (comprehensions: one pass each at C speed, where a loop with branches costs twice as much)
+    constants: dict[str, np.ndarray] = {name: decl.data for name, decl in decls.items() if decl.data is not None
+                                        and not decl.variable and name not in inputs}
+    variables: list[tuple[str, Tensor]] = [(name, decl) for name, decl in decls.items() if decl.variable
+                                           and name not in inputs]
     available = set(constants) | inputs | {n for n, _ in variables}
     foldable = set(constants)  # names whose value is the same on every run
     entries: list = []
@@ -281,9 +277,10 @@ def build_plan(block: Block, graph: Graph | None = None) -> BlockPlan:
                 if value.flags.writeable:  # (as _fold leaves it: shared by every run, read-only)
                     value = value.view()
                     value.flags.writeable = False
-                available.add(name)
-                constants[name] = value
-                foldable.add(name)
+                if constants.get(name) is not value:  # (else, as most often, already there)
+                    available.add(name)
+                    constants[name] = value
+                    foldable.add(name)
                 continue
         step = _make_step(block, index, operator, decls, available, constants, runtime)
         entries.append(step)
@@ -347,56 +344,75 @@ def _working(dtype: str) -> np.dtype:
 
 def _make_step(block: Block, index: int, operator: Operator, decls: dict[str, Tensor],
                available: set[str], constants: dict[str, np.ndarray], runtime: _PlanRuntime) -> Step:
-    fn = REGISTRY.get(operator.op)
+    """The step of a non-CONST operator: its declarations, working output dtypes, a declaration
+    error if any, and its prepared kernel (see :func:`_prepared`)."""
+    op = operator.op
+    fn = REGISTRY.get(op)
     ins, outs = operator.inputs, operator.outputs
-    try:  # (the common case in one pass: every tensor declared)
-        input_decls, output_decls, missing = [decls[n] for n in ins], [decls[n] for n in outs], ()
+    try:  # (the common case in one pass: every tensor declared, the op known, inputs available)
+        input_decls, output_decls = [decls[n] for n in ins], [decls[n] for n in outs]
     except KeyError:
-        missing = [n for n in (*ins, *outs) if n not in decls]
-        input_decls = [decls[n] for n in ins if n in decls]
-        output_decls = [decls[n] for n in outs if n in decls]
-    step = Step(index, operator, fn, list(ins), input_decls, output_decls, [])
-    if fn is None:
-        step.error_before = TosaUnsupportedError(f"operator {index} {operator.op}: not supported by the interpreter")
-        return step
-    if missing:
-        step.error_before = _validation_error(
-            index, operator, f"tensor {missing[0]!r} is not declared in block {block.name!r}", missing[:1])
-        return step
-    if not available.issuperset(ins):
-        unproduced = [n for n in ins if n not in available]
-        step.error_before = _validation_error(
-            index, operator, f"input tensor {unproduced[0]!r} is used before it is produced", unproduced[:1])
-        return step
+        return _bad_step(block, index, operator, fn, decls, available)
+    if fn is None or not available.issuperset(ins):
+        return _bad_step(block, index, operator, fn, decls, available)
+    outputs, error_after = [], None
     for decl in output_decls:
         dtype, shape = decl.dtype, decl.shape
         if type(shape) is not tuple:
             shape = tuple(shape)
-        step.outputs.append((decl.name, _working(dtype), shape))
-        if dtype != "SHAPE" and shape and min(shape) < 1 and step.error_after is None:
-            where = OpCall(index, operator, [], input_decls, output_decls)._where()
-            condition = f"output {decl.name!r} has a dimension < 1 in {list(decl.shape)}"
-            step.error_after = TosaValidationError(
-                f"{where}: ERROR_IF({condition})", op_index=index, op=operator.op,
-                tensors=tuple(t.name for t in (*input_decls, *output_decls)), condition=condition)
-    prepare = prepare_for(operator.op)
-    if prepare is not None:
-        kernel = _prepared(step, prepare, constants, runtime)
+        outputs.append((decl.name, _WORKING.get(dtype) or _working(dtype), shape))
+        if shape and dtype != "SHAPE" and min(shape) < 1 and error_after is None:
+            error_after = _dimension_error(index, operator, decl, input_decls, output_decls)
+    step = Step(index, operator, fn, list(ins), input_decls, output_decls, outputs, None, error_after)
+    # (prepare_for inlined: the op's prepare, unless REGISTRY holds another function for the op)
+    prepare = PREPARE.get(op)
+    if prepare is not None and _PREPARED_FUNCTION.get(op) is fn:
+        call = OpCall(index, operator, list(map(constants.get, ins)), input_decls, output_decls, runtime)
+        kernel = _prepared(call, prepare)
         if kernel is not None:
             step.fn = kernel
     return step
 
 
-def _prepared(step: Step, prepare, constants: dict[str, np.ndarray], runtime: _PlanRuntime):
+def _bad_step(block: Block, index: int, operator: Operator, fn, decls: dict[str, Tensor],
+              available: set[str]) -> Step:
+    """The step of an operator with a declaration error (unknown op, undeclared tensor, input
+    used before it is produced), raised when a run reaches it, in that order of precedence."""
+    ins, outs = operator.inputs, operator.outputs
+    missing = [n for n in (*ins, *outs) if n not in decls]
+    input_decls = [decls[n] for n in ins if n in decls]
+    output_decls = [decls[n] for n in outs if n in decls]
+    step = Step(index, operator, fn, list(ins), input_decls, output_decls, [])
+    if fn is None:
+        step.error_before = TosaUnsupportedError(f"operator {index} {operator.op}: not supported by the interpreter")
+    elif missing:
+        step.error_before = _validation_error(
+            index, operator, f"tensor {missing[0]!r} is not declared in block {block.name!r}", missing[:1])
+    else:
+        unproduced = [n for n in ins if n not in available]
+        step.error_before = _validation_error(
+            index, operator, f"input tensor {unproduced[0]!r} is used before it is produced", unproduced[:1])
+    return step
+
+
+def _dimension_error(index: int, operator: Operator, decl: Tensor, input_decls: list[Tensor],
+                     output_decls: list[Tensor]) -> TosaValidationError:
+    """The ERROR_IF of an output declared with a dimension < 1 (raised after the op's call)."""
+    where = OpCall(index, operator, [], input_decls, output_decls)._where()
+    condition = f"output {decl.name!r} has a dimension < 1 in {list(decl.shape)}"
+    return TosaValidationError(
+        f"{where}: ERROR_IF({condition})", op_index=index, op=operator.op,
+        tensors=tuple(t.name for t in (*input_decls, *output_decls)), condition=condition)
+
+
+def _prepared(call: OpCall, prepare):
     """The op's prepared kernel, or None (then the op function runs, checks and all, every time).
 
-    ``prepare`` sees the constant inputs' values (None for the others: block inputs, even when
-    declared with data, variables and computed tensors) and makes every check that depends on
-    declarations, attributes and those constants; a failed check makes it decline, so the op
-    function reports that error at run time, in order.
+    ``call.inputs`` holds the constant inputs' values (None for the others: block inputs, even
+    when declared with data, variables and computed tensors); ``prepare`` makes every check that
+    depends on declarations, attributes and those constants; a failed check makes it decline, so
+    the op function reports that error at run time, in order.
     """
-    values = list(map(constants.get, step.inputs))
-    call = OpCall(step.index, step.operator, values, step.input_decls, step.output_decls, runtime)
     try:
         return prepare(call)
     except TosaError:

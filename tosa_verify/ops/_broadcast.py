@@ -23,6 +23,8 @@ def broadcast_shape(call: OpCall, shape1: Sequence[int], shape2: Sequence[int]) 
 
     ERROR_IF the ranks differ or a dimension pair is neither equal nor has a 1.
     """
+    if shape1 == shape2 and type(shape1) is tuple:  # (the common case: nothing to broadcast)
+        return shape1
     if len(shape1) != len(shape2):
         call.fail(f"rank(shape1) != rank(shape2) ({len(shape1)} vs {len(shape2)})")
     shape = list(shape1)

@@ -46,7 +46,7 @@ def small_conv2d(p: dict, weights: dict, in_shape: tuple[int, ...]) -> Callable 
         return None
     if weights["float"]:
         w = weights[F64]  # [KH, KW, IC, OC]
-        if not np.isfinite(w).all():
+        if not np.logical_and.reduce(np.isfinite(w), axis=None):  # (ndarray.all: a Python wrapper)
             return None
         dt, izp = F64, 0
     else:
@@ -90,7 +90,8 @@ def windows(kernel, stride, dilation, pad, in_hw: tuple[int, int], out_hw: tuple
             and (ow - 1) * sx + (kw - 1) * dx < wp:
         # every window inside the padded image: its windows there, each padded position mapped
         # to ih * iw and each input position to its own
-        remap = np.full((hp, wp), ih * iw)
+        remap = np.empty((hp, wp), np.int64)  # (np.full, without its Python wrapper)
+        remap.fill(ih * iw)
         remap[top:top + ih, left:left + iw] = np.arange(ih * iw).reshape(ih, iw)
         return remap.reshape(-1)[_unpadded_windows(kh, kw, oh, ow, wp, 0, 0, sy, sx, dy, dx)]
     iy = (np.arange(oh) * sy - top)[:, None, None, None] + (np.arange(kh) * dy)[None, None, :, None]

@@ -164,8 +164,10 @@ def _proven_in_range(params: tuple, data: tuple[int, int] | None = None,
     # (v * m + round) >> s, then + output_zp: folded into the rounding term, exact because the
     # zero point is an integer: ((v*m + round) >> s) + zp == (v*m + round + (zp << s)) >> s.
     if len(ms) == 1 and not _ndim(s):  # per tensor: the same integers, from Python's (exact) ones
-        shift, mult = s, m
-        rounding = np.int64((1 << (ss[0] - 1)) + (output_zp << ss[0]))  # |.| < 2**62 (bounded above)
+        # as int64 scalars, made once per kernel: a run's ufuncs take them faster than Python's
+        # ints (|rounding| < 2**62, bounded above)
+        shift, mult = np.int64(ss[0]), np.int64(ms[0])
+        rounding = np.int64((1 << (ss[0] - 1)) + (output_zp << ss[0]))
     elif len(by_shift) == 1:  # per channel, one shift: as a scalar it broadcasts to the same values
         mult = m if not _ndim(m) else np.asarray(m, np.int64)
         shift, rounding = np.int64(s_lo), np.int64((1 << (s_lo - 1)) + (output_zp << s_lo))

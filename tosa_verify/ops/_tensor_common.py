@@ -105,9 +105,11 @@ def _zero_point(call: OpCall, i: int, dtype: str, what: str) -> int | float:
     decl = call.input_decls[i]
     if decl.dtype != dtype:
         call.fail(f"{what} element type {decl.dtype} != {dtype}")
-    if tuple(decl.shape) != (1,):
+    shape = decl.shape
+    if shape != (1,) and tuple(shape) != (1,):  # (a tuple compared as it is, a list converted)
         call.fail(f"shape({what}) != [1]")
-    value = call.inputs[i].reshape(-1)[0]
+    value = call.inputs[i]
+    value = value.item(0) if type(value) is np.ndarray else value.reshape(-1)[0]  # (one numpy call)
     return float(value) if _is_float(dtype) else int(value)
 
 

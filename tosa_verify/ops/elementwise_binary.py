@@ -331,9 +331,12 @@ def _mul_checks(call: OpCall) -> tuple[int, int]:
 def _mul_shift(call: OpCall) -> int:
     """The shift operand, with its REQUIREs."""
     dt = call.in_dtype(0)
-    shift = int(np.asarray(call.inputs[2]).reshape(-1)[0])
-    call.require(0 <= shift <= 63, f"0 <= shift <= 63 (shift {shift})")
-    call.require(dt == "INT32" or shift == 0, f"shift == 0 for in_t {dt} (shift {shift})")
+    value = call.inputs[2]
+    shift = int(value.item(0) if type(value) is np.ndarray else np.asarray(value).reshape(-1)[0])
+    if not 0 <= shift <= 63:  # (messages formatted only for a failing REQUIRE)
+        call.require(False, f"0 <= shift <= 63 (shift {shift})")
+    if shift and dt != "INT32":
+        call.require(False, f"shift == 0 for in_t {dt} (shift {shift})")
     return shift
 
 
@@ -407,7 +410,7 @@ def prepare_table(call: OpCall):
     tab = np.asarray(call.inputs[1]).astype(I64).reshape(-1)
     # int16: the entries whose slope breaks apply_lookup_s's REQUIRE (slope fits int16)
     lo, hi = int_range("INT16")
-    slopes = np.diff(tab)
+    slopes = tab[1:] - tab[:-1]  # (np.diff without its Python wrapper)
     unfit = (slopes < lo) | (slopes > hi)
     if _working(call) != np.int32:
         return lambda run: [_lookup(run, run.inputs[0], tab, not unfit.any())]
@@ -416,7 +419,7 @@ def prepare_table(call: OpCall):
     # low 7 bits equal value & 0x7F (32768 is a multiple of 128).
     base7 = (tab[:512] << 7).astype(np.int32)
     slope = slopes.astype(np.int32)
-    unfit = unfit if unfit.any() else None
+    unfit = unfit if np.count_nonzero(unfit) else None  # (one C call: ndarray.any has a Python wrapper)
     # the numpy scalars made once; take() is numpy's faster gather for a 1-D table
     sign, seven, low = np.uint16(0x8000), np.uint16(7), np.uint16(0x7F)
 

@@ -109,10 +109,15 @@ def _pool_taps(x: np.ndarray, kernel, stride, pad, out_hw, acc: np.ndarray, comb
 
 def _window_counts(
     in_size: int, out_size: int, kernel: int, stride: int, pad_before: int
-) -> np.ndarray:
-    """Number of in-range input positions of each pooling window along one axis."""
-    start = np.arange(out_size, dtype=INT64) * stride - pad_before
-    return np.minimum(start + kernel, in_size) - np.maximum(start, 0)
+) -> list[int]:
+    """Number of in-range input positions of each pooling window along one axis.
+
+    >>> _window_counts(4, 3, 3, 2, 1)  # windows over input rows -1..1, 1..3, 3..5
+    [2, 3, 1]
+    """
+    # (Python's ints over the few windows: a handful of numpy calls cost more)
+    return [min(start + kernel, in_size) - max(start, 0)
+            for start in range(-pad_before, out_size * stride - pad_before, stride)]
 
 
 @register(
@@ -169,10 +174,10 @@ def _avg_pool_params(call: OpCall, window: tuple[list[int], list[int], list[int]
     kernel, stride, pad = _check_pool(call, *window)
     n, oh, ow, c = call.out_shape()
     ih, iw = call.input_decls[0].shape[1:3]
-    count = np.multiply.outer(
-        _window_counts(ih, oh, kernel[0], stride[0], pad[0]),
-        _window_counts(iw, ow, kernel[1], stride[1], pad[2]),
-    )[None, :, :, None]  # [1, OH, OW, 1]; >= 1 because pad < kernel
+    rows = _window_counts(ih, oh, kernel[0], stride[0], pad[0])
+    columns = _window_counts(iw, ow, kernel[1], stride[1], pad[2])
+    count = np.array([[h * w for w in columns] for h in rows], INT64).reshape(1, len(rows), len(columns), 1)
+    # ([1, OH, OW, 1]; each >= 1 because pad < kernel)
     p = {
         "dt": dt,
         "in_zp": in_zp,
@@ -184,9 +189,15 @@ def _avg_pool_params(call: OpCall, window: tuple[list[int], list[int], list[int]
         "count": count,
     }
     if not _is_float(dt):
-        values = np.unique(count)  # the distinct window counts, sorted
-        scales = [reciprocal_scale(k) for k in values.tolist()]
-        at = np.searchsorted(values, count)  # each window's count among them
+        # the distinct window counts, sorted (Python's set over the few windows: np.unique's
+        # wrapper costs more); without padding, one count for every window
+        values = sorted(set(count.ravel().tolist()))
+        scales = [reciprocal_scale(k) for k in values]
+        if len(values) == 1:
+            p["multiplier"] = np.full(count.shape, scales[0][0], INT64)
+            p["shift"] = np.full(count.shape, scales[0][1], INT64)
+            return p
+        at = np.searchsorted(np.array(values, INT64), count)  # each window's count among them
         p["multiplier"] = np.array([m for m, _ in scales], INT64)[at]
         p["shift"] = np.array([shift for _, shift in scales], INT64)[at]
     return p

@@ -85,9 +85,10 @@ MATMUL_TYPES = (
 
 
 def _check_conv_common(
-    call: OpCall, spatial_rank: int, weight_rank: int
+    call: OpCall, spatial_rank: int, weight_rank: int, zero_points: dict | None = None
 ) -> tuple[str, str, str, str]:
-    """Arity, ranks, type signature, zero points and bias shape shared by all convolutions."""
+    """Arity, ranks, type signature, zero points and bias shape shared by all convolutions;
+    ``zero_points`` (if given) receives the zero points as ``izp`` and ``wzp``."""
     call.check_arity(5, 1)
     in_dt, w_dt, out_dt = call.in_dtype(0), call.in_dtype(1), call.out_dtype()
     acc_dt = call.attrs.get("acc_type")
@@ -103,6 +104,8 @@ def _check_conv_common(
     wzp = _zero_point(call, 4, w_dt, "weight_zp")
     _check_zero_point(call, izp, in_dt, "input_zp")
     _check_zero_point(call, wzp, w_dt, "weight_zp")
+    if zero_points is not None:
+        zero_points["izp"], zero_points["wzp"] = izp, wzp
     return in_dt, w_dt, out_dt, acc_dt
 
 
@@ -209,8 +212,10 @@ def _conv_nd(call: OpCall, spatial_rank: int) -> list[np.ndarray]:
 
 
 def _conv_setup(call: OpCall, spatial_rank: int) -> dict:
-    """Every ERROR_IF of CONV2D/CONV3D; the static parameters :func:`_conv_run` computes with."""
-    in_dt, w_dt, out_dt, _ = _check_conv_common(call, spatial_rank, spatial_rank + 2)
+    """Every ERROR_IF of CONV2D/CONV3D; the static parameters :func:`_conv_run` computes with
+    (the zero points as ``izp`` and ``wzp``)."""
+    zero_points: dict = {}
+    in_dt, w_dt, out_dt, _ = _check_conv_common(call, spatial_rank, spatial_rank + 2, zero_points)
     pad = _ints(call, "pad", 2 * spatial_rank)
     stride = _ints(call, "stride", spatial_rank)
     dilation = _ints(call, "dilation", spatial_rank)
@@ -235,6 +240,7 @@ def _conv_setup(call: OpCall, spatial_rank: int) -> dict:
         "out_spatial": out_spatial,
         "bias": bias,
         "terms": math.prod(kernel) * ic,
+        **zero_points,
     }
 
 
@@ -321,11 +327,12 @@ def prepare_conv(call: OpCall):
     p = _conv_setup(call, 3 if call.op == "CONV3D" else 2)
     weights: dict = {"float": _is_float(p["in_dt"])}
     if weights["float"]:
-        weights[F64] = np.ascontiguousarray(np.moveaxis(call.inputs[1].astype(F64), 0, -1))
+        w = call.inputs[1].astype(F64)  # [OC, *K, IC] -> [*K, IC, OC] (np.moveaxis without its wrapper)
+        weights[F64] = np.ascontiguousarray(w.transpose((*range(1, w.ndim), 0)))
     else:
-        weights["izp"] = _zero_point(call, 3, p["in_dt"], "input_zp")
+        weights["izp"] = p["izp"]
         weights["shifted"] = shifted = call.inputs[1].astype(np.int64)  # (as _shifted, without its max)
-        wzp = _zero_point(call, 4, p["w_dt"], "weight_zp")
+        wzp = p["wzp"]
         if wzp:
             shifted -= wzp
         weights["l1"] = _l1_max(shifted, 0)  # weight [OC, *K, IC]

@@ -103,9 +103,12 @@ def _zero_point(call: OpCall, i: int, dtype: str, unsigned: bool) -> int:
     decl = call.input_decls[i]
     if decl.dtype != dtype:  # (messages formatted only for a failing check)
         call.fail(f"zero point type {decl.dtype} != {dtype}")
-    if tuple(decl.shape) != (1,):
+    shape = decl.shape
+    if shape != (1,) and tuple(shape) != (1,):  # (a tuple compared as it is, a list converted)
         call.fail(f"shape of zero point input {i} != [1]")
-    zp = int(np.asarray(call.inputs[i]).item(0))  # (one numpy call: the first element)
+    value = call.inputs[i]
+    # (one numpy call: the first element; np.asarray only for a value that is no array)
+    zp = int(value.item(0) if type(value) is np.ndarray else np.asarray(value).item(0))
     if unsigned:
         zp &= (1 << dtype_info(dtype).bits) - 1
     return zp
@@ -270,14 +273,19 @@ def _setup(call: OpCall) -> tuple[tuple, list[int], list[int], tuple[int, int, i
     per_channel = bool(attrs.get("per_channel", False))
     input_unsigned = bool(attrs.get("input_unsigned", False))
     output_unsigned = bool(attrs.get("output_unsigned", False))
-    shape = tuple(decls[0].shape)
+    shape = decls[0].shape
+    if type(shape) is not tuple:
+        shape = tuple(shape)
     if len(shape) > MAX_RANK:  # (check_rank: a rank is >= 0)
         check_rank(call, len(shape), 0, MAX_RANK, "input")
-    if tuple(call.output_decls[0].shape) != shape:
+    out_shape = call.output_decls[0].shape
+    if out_shape != shape and tuple(out_shape) != shape:
         call.fail("shape(output) != shape(input)")
     if rounding_mode not in ("SINGLE_ROUND", "INEXACT_ROUND", "DOUBLE_ROUND"):
         call.fail(f"rounding_mode {rounding_mode} unknown")
-    _check_attributes(call, in_t, out_t, scale32, rounding_mode, input_unsigned, output_unsigned)
+    # (the common case, signed and no INT48/DOUBLE_ROUND mismatch, passes every check there)
+    if input_unsigned or output_unsigned or in_t == "INT48" or rounding_mode == "DOUBLE_ROUND":
+        _check_attributes(call, in_t, out_t, scale32, rounding_mode, input_unsigned, output_unsigned)
     if per_channel and not shape:
         call.fail("per_channel && rank(input) < 1")
 
@@ -288,21 +296,22 @@ def _setup(call: OpCall) -> tuple[tuple, list[int], list[int], tuple[int, int, i
         call.fail(f"multiplier type {decls[1].dtype} != {mul_t}")
     if decls[2].dtype != "INT8":
         call.fail(f"shift type {decls[2].dtype} != INT8")
-    if tuple(decls[1].shape) != (nc,):
+    if decls[1].shape != (nc,) and tuple(decls[1].shape) != (nc,):
         call.fail(f"shape(multiplier) != [NC] = [{nc}]")
-    if tuple(decls[2].shape) != (nc,):
+    if decls[2].shape != (nc,) and tuple(decls[2].shape) != (nc,):
         call.fail(f"shape(shift) != [NC] = [{nc}]")
 
     input_zp = _zero_point(call, 3, in_t, input_unsigned)
     output_zp = _zero_point(call, 4, out_t, output_unsigned)
-    _check_zero_points(call, in_t, out_t, input_unsigned, output_unsigned, input_zp, output_zp)
+    if input_zp or output_zp or input_unsigned or output_unsigned:  # (else every check passes)
+        _check_zero_points(call, in_t, out_t, input_unsigned, output_unsigned, input_zp, output_zp)
 
-    ms, ss = call.inputs[1].reshape(-1).tolist(), call.inputs[2].reshape(-1).tolist()
+    ms, ss = _int_list(call.inputs[1]), _int_list(call.inputs[2])
     # REQUIREs of apply_scale_32/16 on the scale factors actually used.
     extremes = None
     if 0 not in shape:  # (an empty tensor uses none; shapes are checked to have nc entries)
         # (Python's min/max over the few channels: cheaper than numpy's reductions)
-        extremes = min(ms), max(ms), min(ss), max(ss)
+        extremes = (ms[0], ms[0], ss[0], ss[0]) if len(ms) == 1 else (min(ms), max(ms), min(ss), max(ss))
         if extremes[0] < 0:
             call.require(False, "multiplier >= 0")
         if not (2 <= extremes[2] and extremes[3] <= 62):
@@ -311,14 +320,18 @@ def _setup(call: OpCall) -> tuple[tuple, list[int], list[int], tuple[int, int, i
         m, s = call.inputs[1].astype(np.int64).reshape(-1), call.inputs[2].astype(np.int64).reshape(-1)
         # (shifts proven in 2..62 above: 1 << (s - 1) looked up, one numpy call instead of two)
         half = None if not scale32 else _HALVES[s] if extremes is not None else np.left_shift(np.int64(1), s - 1)
-    else:  # the same numpy scalars from Python's ints (shifts beyond int64's: numpy's as before)
-        m, s = np.int64(ms[0]), np.int64(ss[0])
-        half = None if not scale32 else \
-            np.int64(1 << (ss[0] - 1)) if 1 <= ss[0] <= 63 else np.left_shift(np.int64(1), s - 1)
+    else:  # Python's ints (the checks and proofs read them; a prepared kernel makes its int64 scalars once)
+        m, s = ms[0], ss[0]
+        half = None if not scale32 else 1 << (s - 1) if 1 <= s <= 63 else np.left_shift(np.int64(1), np.int64(s) - 1)
     bounds = (-half, half) if scale32 else None
     params = (in_t, out_t, scale32, rounding_mode, input_unsigned, output_unsigned, input_zp, output_zp,
               m, s, bounds)
     return params, ms, ss, extremes
+
+
+def _int_list(value: np.ndarray) -> list[int]:
+    """A constant multiplier or shift, flattened to a list of ints (one numpy call when 1-D)."""
+    return value.tolist() if value.ndim == 1 else value.reshape(-1).tolist()
 
 
 #: 1 << (s - 1) for each shift s in 1..63 as int64 (entry 0 unused: a checked shift is >= 2)
