@@ -4,7 +4,11 @@ The fake-quant model is the yardstick evaluated in float64 (``lowering.reference
 PyTorch's float32 dequantized inputs; a table
 built in float32 rounds some entries the other way (swin_t's softmax reciprocal: 6 entries one
 step off, 6 steps at the model's output). The reference here is numpy's float64 formula, not
-our code."""
+our code.
+
+int16 TABLEs interpolate between 513 samples; at the edge of a function's domain (acos at
++-1) a sample whose level is NaN must not feed the interpolation: checked over every int16
+level against PyTorch's own float32 fake-quant."""
 
 from __future__ import annotations
 
