@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from ..errors import LoweringError
-from ..qparams import QParams, dequantize_f32, quantize_f64
+from ..qparams import dequantize_f32, quantize_f64
 from ..serialize import INT_OF
 from .common import (
     clamp,
@@ -122,15 +122,76 @@ def int8_table(fn, qi, qo) -> np.ndarray:
 def int16_table(fn, qi, qo) -> np.ndarray:
     """513-entry int16 table sampled every 128 input steps (TOSA interpolates between).
 
+    Sample ``k`` stands for the input level ``q = 128 k - 32768`` (``k = 512``: the virtual
+    level 32768); the entries stay in the output's ``[qmin, qmax]``.
+
     Example:
         >>> from lowering.qparams import QParams
         >>> q = QParams(np.array([2.0 ** -8]), np.array([0]), torch.int16, -32768, 32767)
         >>> int16_table(torch.relu, q, q)[[0, 256, 512]].tolist()
         [0, 0, 32767]
+        >>> qi = QParams(np.array([1 / 32767]), np.array([0]), torch.int16, -32767, 32767)
+        >>> int16_table(torch.acos, qi, q)[[0, 512]].tolist()  # pi and 0, no NaN at -32768
+        [804, 0]
     """
-    idx = (torch.arange(0, 513, dtype=torch.int64) * 128 - 32768).clamp(-32768, 32767)
-    qo16 = QParams(qo.scale, qo.zero_point, torch.int16, -32768, 32767)
-    return _table_entries(fn, idx.to(torch.int16), qi, qo16).numpy()
+    # A sample only steers the interpolation of the levels beside it. At a level the quantizer
+    # never produces (outside [qmin, qmax]; the virtual 32768) it takes fn at the nearest
+    # level in range, as before. Where fn is NaN (outside its domain: acos at -1 - 1/32767,
+    # log(-0.5)) it extends its valid neighbour's segment through fn at the nearest level in
+    # range that has a value (_edge_samples). Before, acos's NaN at -1 - 1/32767 became 0 and
+    # acos(-1) interpolated to 249 instead of 32767. ExecuTorch clamps the levels to
+    # [qmin, qmax] too but quantizes a NaN as it comes.
+    levels = torch.arange(-32768, 32769, dtype=torch.int32)
+    y = torch.as_tensor(fn(dequantize_f32(levels, qi.s, qi.zp))).double().numpy()
+    nan = np.isnan(y)
+    in_range = (levels >= qi.qmin).numpy() & (levels <= qi.qmax).numpy()
+    want = np.arange(513) * 128  # the samples' levels, as indices into y
+    pick = _nearest(~nan & in_range, want)
+    qmin, qmax = max(qo.qmin, -32768), min(qo.qmax, 32767)
+    edge = _edge_samples(y, want, pick, nan[want])
+    tab = quantize_f64(torch.from_numpy(edge), qo.s, qo.zp, qmin, qmax, torch.int64)
+    return _fit_slopes(tab.numpy(), want, pick).astype(np.int16)
+
+
+def _nearest(mask: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """For each index in ``want``, the nearest index where ``mask`` holds (all: none does)."""
+    ok = np.flatnonzero(mask)
+    ok = ok if ok.size else np.arange(len(mask))  # fn NaN everywhere: torch's cast of NaN
+    j = np.searchsorted(ok, want)
+    lo, hi = ok[np.maximum(j - 1, 0)], ok[np.minimum(j, ok.size - 1)]
+    return np.where(np.abs(hi - want) <= np.abs(want - lo), hi, lo)
+
+
+def _edge_samples(y: np.ndarray, want: np.ndarray, pick: np.ndarray,
+                  nan: np.ndarray) -> np.ndarray:
+    """fn at the samples: ``y[pick]``, except that a sample where fn is NaN (``nan``) next to
+    a valid one (``pick == want``) with the nearest valid level between them takes the value
+    on the line through the valid sample and that level: the valid levels of that segment get
+    the chord of fn (exact at the edge: acosh(1) = 0), not a line through the edge's value
+    drawn from a level the TABLE never sees (acosh on [1, 10], int16: 383 steps off at most,
+    not 1075)."""
+    v = y[pick].copy()
+    valid = pick == want
+    for k in np.flatnonzero(nan):
+        n = k + (1 if pick[k] > want[k] else -1)  # the neighbour on the valid side
+        d = abs(want[n] - pick[k]) if 0 <= n < len(want) and valid[n] else 0
+        if 0 < d < 128:
+            with np.errstate(invalid="ignore"):  # inf - inf: keep the edge's value
+                line = v[n] + (y[pick[k]] - v[n]) * 128 / d
+            v[k] = v[k] if np.isnan(line) else line
+    return v
+
+
+def _fit_slopes(tab: np.ndarray, want: np.ndarray, anchor: np.ndarray) -> np.ndarray:
+    """Bring each sample whose level no input has (``anchor``: the nearest level in range
+    where fn has a value) within an int16 slope (TABLE REQUIREs it) of its neighbour towards
+    the anchor, nearest first; the others are fn's own values."""
+    free = np.flatnonzero(anchor != want)
+    for k in free[np.argsort(np.abs(want - anchor)[free], kind="stable")]:
+        n = k + (1 if anchor[k] > want[k] else -1)
+        if 0 <= n < len(tab):
+            tab[k] = min(max(tab[k], tab[n] - 32768), tab[n] + 32767)
+    return tab
 
 
 def table(em, node, fn, x_node, layout, out=None):

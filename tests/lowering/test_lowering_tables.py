@@ -4,15 +4,23 @@ The fake-quant model is the yardstick evaluated in float64 (``lowering.reference
 PyTorch's float32 dequantized inputs; a table
 built in float32 rounds some entries the other way (swin_t's softmax reciprocal: 6 entries one
 step off, 6 steps at the model's output). The reference here is numpy's float64 formula, not
-our code."""
+our code.
+
+int16 TABLEs interpolate between 513 samples; at the edge of a function's domain (acos at
++-1) a sample whose level is NaN must not feed the interpolation: checked over every int16
+level against PyTorch's own float32 fake-quant."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
+import torch.ao.quantization.fx._decomposed  # noqa: F401 - registers quantized_decomposed
 
-from lowering.ops.activation import int8_table
+from lowering.ops.activation import int8_table, int16_table
 from lowering.qparams import QParams
+
+qd = torch.ops.quantized_decomposed
 
 
 def _numpy_table(fn, si: float, zi: int, so: float, zo: int) -> np.ndarray:
@@ -69,3 +77,62 @@ def test_exp_and_gelu_tables_are_float64_exact():
         np.testing.assert_array_equal(
             int8_table(torch.nn.functional.gelu, _q(si, zi), _q(so, zo)),
             _numpy_table(gelu, si, zi, so, zo))
+
+
+# ----------------------------------------------------------------------------- int16
+# The int16 TABLE has 513 samples, one every 128 input levels from -32768, and TOSA
+# interpolates between them. The reference is PyTorch's own float32 fake-quant of every level
+# (quantized_decomposed dequantize -> fn -> quantize); the lookup is the TOSA spec's
+# apply_lookup_s followed by the lowering's RESCALE by 1/128 (round half up), in numpy.
+
+def _sym16(bound: float) -> QParams:
+    """int16 symmetric qparams, as our quantizer and ExecuTorch's a16w8 observe [-bound, bound]."""
+    return QParams(np.array([float(np.float32(bound / 32767))]), np.array([0]), torch.int16,
+                   -32767, 32767)
+
+
+def _tosa_int16_lookup(tab: np.ndarray, q: np.ndarray) -> np.ndarray:
+    t, v = tab.astype(np.int64), q.astype(np.int64)
+    index, fraction = (v + 32768) >> 7, v & 0x7F
+    return ((t[index] << 7) + (t[index + 1] - t[index]) * fraction + 64) >> 7
+
+
+def _int16_errors(fn, qi: QParams, qo: QParams):
+    """(|TABLE - torch| per level, torch's fake-quant, the levels where fn is not NaN, table)."""
+    q = torch.arange(qi.qmin, qi.qmax + 1).to(torch.int16)
+    y = fn(qd.dequantize_per_tensor(q, qi.s, qi.zp, qi.qmin, qi.qmax, torch.int16))
+    ref = qd.quantize_per_tensor(y, qo.s, qo.zp, qo.qmin, qo.qmax, torch.int16).numpy()
+    tab = int16_table(fn, qi, qo)
+    err = np.abs(_tosa_int16_lookup(tab, q.numpy()) - ref.astype(np.int64))
+    return err, ref.astype(np.int64), ~torch.isnan(y).numpy(), tab
+
+
+@pytest.mark.parametrize("name, lo, hi", [("acos", -1.0, 1.0), ("asin", -1.0, 1.0),
+                                          ("acosh", 1.0, 3.0)])
+def test_int16_table_is_right_at_the_domain_edge(name, lo, hi):
+    """acos/asin at +-1, acosh at 1: a sample below -1 (acos: NaN) or outside [qmin, qmax]
+    was interpolated from (acos(-1): 249 instead of 32767, 32518 steps off)."""
+    fn = getattr(torch, name)
+    out = fn(torch.linspace(lo, hi, 10001))
+    err, ref, valid, tab = _int16_errors(fn, _sym16(max(-lo, hi)), _sym16(float(out.abs().max())))
+    r = ref[valid]
+    rise = np.abs(r[128:] - r[:-128]).max()  # the reference's steepest rise over a segment
+    # at the edge levels, a sample 1 level beyond can only be pinned to int16 (acos(-1) is
+    # already 32767): within two levels' worth of that rise
+    edges = np.flatnonzero(valid)[[0, -1]]
+    assert err[edges].max() <= rise / 64, (err[edges], ref[edges], rise)
+    # elsewhere only the interpolation's own error: fn is monotone, so the TABLE stays within
+    # that rise
+    assert err[valid].max() <= rise
+    assert np.abs(np.diff(tab.astype(np.int64))).max() <= 32767  # TABLE REQUIREs int16 slopes
+
+
+@pytest.mark.parametrize("name, bound", [("sigmoid", 8.0), ("tanh", 4.0)])
+@pytest.mark.parametrize("qmin", [-32767, -32768])
+def test_int16_table_of_smooth_functions_stays_within_two_steps(name, bound, qmin):
+    fn = getattr(torch, name)
+    qi = _sym16(bound)
+    qi = QParams(qi.scale, qi.zero_point, torch.int16, qmin, 32767)
+    qo = _sym16(float(fn(torch.tensor(bound))))
+    err, _, valid, _ = _int16_errors(fn, qi, qo)
+    assert valid.all() and err.max() <= 2
