@@ -156,7 +156,8 @@ class LoweredModel:
         for i, r in enumerate(raw):
             qp = self.output_qparams[i] if i < len(self.output_qparams) else None
             if qp is not None:
-                res.append(torch.from_numpy(qp.dequantize(np.asarray(r)).astype(np.float32)))
+                # a 0-d output (``x.mean()``) dequantizes to a numpy scalar, not an array
+                res.append(torch.from_numpy(np.asarray(qp.dequantize(np.asarray(r)), dtype=np.float32)))
             else:
                 t = torch.from_numpy(np.array(r))
                 tdt = self.output_torch_dtypes[i] if i < len(self.output_torch_dtypes) else None

@@ -166,7 +166,9 @@ def _is_channel_mean(n: fx.Node) -> bool:
     v = val(n.args[0])
     if v is None:
         return True
-    dims = sorted(d % v.dim() for d in n.args[1]) if len(n.args) > 1 else []
+    # dim None or [] (``x.mean(dim=None)``) reduces every axis
+    given = n.args[1] if len(n.args) > 1 else None
+    dims = sorted(d % v.dim() for d in given) if given else list(range(v.dim()))
     return not (v.dim() == 4 and dims == [2, 3])
 
 

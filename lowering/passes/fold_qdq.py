@@ -93,12 +93,19 @@ class FoldQDQ(GraphPass):
         ctx.quantized = True
 
 
+def _read_by_ops(n: fx.Node) -> bool:
+    """Whether an op reads ``n`` (the graph's output and export's guard call do not compute)."""
+    return any(u.op not in ("output", "call_module") for u in n.users)
+
+
 class QuantizeUnusedInputs(GraphPass):
-    """Give a float graph input that nothing reads the activation quantization of the graph.
+    """Give a float graph input that no op reads the activation quantization of the graph.
 
     PT2E observes a tensor only where an annotated op reads it, so an unused input keeps its
     float dtype and would make an INT graph impossible. It stays a graph input (the model's
     signature is kept) with the graph's activation dtype and a range from its example value.
+    An input the graph returns as it is (``torch.zeros(3) + x`` once ``x + 0`` is folded) is
+    one too: the output is that quantized input (the emitter copies it with IDENTITY).
 
     Example:
         >>> import torch
@@ -118,7 +125,7 @@ class QuantizeUnusedInputs(GraphPass):
         dtype = activations[0].dtype if activations else torch.int8
         for n in gm.graph.nodes:
             v = n.meta.get("tv_val", val(n))
-            if n.op != "placeholder" or n.users or "qout" in n.meta or \
+            if n.op != "placeholder" or _read_by_ops(n) or "qout" in n.meta or \
                     not isinstance(v, torch.Tensor) or not v.is_floating_point():
                 continue
             lo = min(float(v.min()), 0.0) if v.numel() else 0.0

@@ -31,7 +31,7 @@ LISTING = Path(__file__).with_name("et_cases.json")
 DEFAULT_FILES = (
     "test_scalars.py", "test_hardswish.py", "test_relu.py", "test_bitwise.py", "test_to_copy.py",
     "test_prelu.py", "test_gather.py", "test_conv3d.py", "test_index_put.py", "test_cond.py",
-    "test_while.py",
+    "test_while.py", "test_zeros.py",
 )
 
 #: case id -> why we do not pass a case ExecuTorch passes (from ``bench_et_suite.py
