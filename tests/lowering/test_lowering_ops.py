@@ -82,6 +82,8 @@ CASES = {
     "abs": (Fn(torch.abs), (r(2, 16),)),
     "pow": (Fn(lambda x: torch.pow(x.abs() + 0.1, 1.5)), (r(2, 16),)),
     "pow2": (Fn(lambda x: x ** 2), (r(2, 16),)),
+    # (a zero and negative bases: TOSA's POW is undefined there, x ** 0 is still 1)
+    "pow0": (Fn(lambda x: torch.pow(x * (x.abs() > 0.3), 0.0)), (r(2, 16),)),
     "softmax": (nn.Softmax(-1), (r(2, 4, 10),)),
     "log_softmax": (nn.LogSoftmax(1), (r(2, 10),)),
     "layer_norm": (nn.LayerNorm(16), (r(2, 5, 16),)),

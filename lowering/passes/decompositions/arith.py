@@ -110,9 +110,14 @@ def remainder(gm, n, b):
 
 @decomposition(aten.pow.Tensor_Scalar)
 def pow_scalar_exponent(gm, n, b):
-    """Exponents 2, 1, 0.5 and -1 are exact as mul / identity / sqrt / reciprocal; other
-    exponents keep pow (a TABLE in INT, POW in FP)."""
+    """Exponents 2, 1, 0.5 and -1 are exact as mul / identity / sqrt / reciprocal, 0 is a
+    constant of ones in FP; other exponents keep pow (a TABLE in INT, POW in FP)."""
     x, e = n.args[0], n.args[1]
+    out = val(n)
+    if e == 0 and b.profile != "INT" and out is not None:
+        # x ** 0 is 1 for every x, NaN and 0 included, where TOSA's POW is undefined for a base
+        # <= 0 (INT's TABLE of pow is exact already)
+        return b.const(gm, torch.ones(tuple(out.shape), dtype=out.dtype), n.name)
     if e == 2:
         return b(aten.mul.Tensor, x, x)
     if e == 1:
