@@ -18,11 +18,11 @@ from tosa_verify.ops.pooling import _window_counts
 from tosa_verify.ops.type_conversion import _HALVES
 
 
-@pytest.mark.parametrize("value", [*range(1, 300), 4095, 4096, 4097, 1 << 20, (1 << 31) - 1, 1 << 31])
-def test_reciprocal_scale_follows_the_spec_with_k_the_smallest_power_of_two_reached(value: int) -> None:
-    # spec: k = 32 - count_leading_zeros(value - 1), the least k with 2**k >= value
-    k = next(k for k in range(33) if 1 << k >= value)
-    assert reciprocal_scale(value) == ((((1 << 30) + 1) << k) // value, 30 + k)
+def test_reciprocal_scale_follows_the_spec_with_k_the_smallest_power_of_two_reached() -> None:
+    for value in [*range(1, 300), 4095, 4096, 4097, 1 << 20, (1 << 31) - 1, 1 << 31]:
+        # spec: k = 32 - count_leading_zeros(value - 1), the least k with 2**k >= value
+        k = next(k for k in range(33) if 1 << k >= value)
+        assert reciprocal_scale(value) == ((((1 << 30) + 1) << k) // value, 30 + k), value
 
 
 @pytest.mark.parametrize("in_size, out_size, kernel, stride, pad", [
