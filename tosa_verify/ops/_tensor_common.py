@@ -146,7 +146,7 @@ def _l1_max(shifted_w: np.ndarray, axis: int) -> int:
     convolution output, ``|sum_k x_k w_k| <= max|x| * sum_k |w_k|`` (see :func:`_exact_dtype`)."""
     if shifted_w.size == 0:
         return 0
-    magnitudes = np.abs(shifted_w)
+    magnitudes = np.abs(shifted_w, dtype=INT64)  # (an int8 weight widened inside the ufunc: |-128|)
     moved = magnitudes if axis == 0 else np.moveaxis(magnitudes, axis, 0)
     # (the ufuncs' reduce: .sum/.max add a Python wrapper each, per prepared convolution)
     return int(np.maximum.reduce(np.add.reduce(moved.reshape(moved.shape[0], -1), axis=1, dtype=INT64)))

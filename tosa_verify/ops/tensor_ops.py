@@ -331,10 +331,12 @@ def prepare_conv(call: OpCall):
         weights[F64] = np.ascontiguousarray(w.transpose((*range(1, w.ndim), 0)))
     else:
         weights["izp"] = p["izp"]
-        weights["shifted"] = shifted = call.inputs[1].astype(np.int64)  # (as _shifted, without its max)
+        shifted = call.inputs[1]  # (as _shifted, without its max)
         wzp = p["wzp"]
-        if wzp:
+        if wzp:  # (without one, the weight as it is: each use converts it to its compute dtype)
+            shifted = shifted.astype(np.int64)
             shifted -= wzp
+        weights["shifted"] = shifted
         weights["l1"] = _l1_max(shifted, 0)  # weight [OC, *K, IC]
     small = small_conv2d(p, weights, tuple(call.input_decls[0].shape)) if call.op == "CONV2D" else None
     return small or (lambda run: [_conv_run(run, p, weights)])  # (run and fold: warnings off)
