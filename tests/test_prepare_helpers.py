@@ -13,6 +13,7 @@ import tosa_verify
 from tests.test_plan import _rescale_graph
 from tosa_verify.errors import TosaRequireError
 from tosa_verify.numerics import int_range, reciprocal_scale
+from tosa_verify.ops._rescale_proof import _by_shift, _scaled_range
 from tosa_verify.ops._tensor_common import _l1_max, _one_pass_finish
 from tosa_verify.ops.pooling import _window_counts
 from tosa_verify.ops.type_conversion import _HALVES
@@ -51,6 +52,43 @@ def test_l1_max_is_the_largest_output_channel_sum_of_magnitudes(seed: int) -> No
     assert _l1_max(w, 0) == expected
     expected_axis3 = max(sum(abs(int(v)) for v in w[..., c].reshape(-1)) for c in range(w.shape[3]))
     assert _l1_max(w, 3) == expected_axis3
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16])
+def test_l1_max_of_a_narrow_weight_widens_before_taking_magnitudes(dtype) -> None:
+    # a prepared CONV2D without weight zero point passes the int8/int16 weight as it is: |-128|
+    # (|-32768|) must not wrap to itself in the weight's own type
+    info = np.iinfo(dtype)
+    w = np.array([[info.min, info.min, 1], [info.max, -1, 0]], dtype)
+    expected = max(sum(abs(int(v)) for v in row) for row in w.tolist())
+    assert _l1_max(w, 0) == expected == 2 * -int(info.min) + 1
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_by_shift_is_each_shifts_smallest_and_largest_multiplier(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    for _ in range(200):
+        n = int(rng.integers(1, 40))
+        ms = rng.integers(0, 1 << 31, n).tolist()
+        ss = rng.integers(2, 2 + int(rng.integers(1, 4)), n).tolist()
+        pairs = list(zip(ms, ss, strict=True))
+        expected = [(s, min(m for m, t in pairs if t == s), max(m for m, t in pairs if t == s))
+                    for s in sorted(set(ss))]
+        assert _by_shift(ms, ss, min(ms), max(ms), min(ss), max(ss)) == expected
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_scaled_range_is_the_extremes_over_every_channel(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    for _ in range(200):
+        n = int(rng.integers(1, 12))
+        ms = rng.integers(0, 1 << 31, n).tolist()
+        ss = rng.integers(2, 40, n).tolist()
+        groups = _by_shift(ms, ss, min(ms), max(ms), min(ss), max(ss))
+        for v in (int(rng.integers(-(1 << 40), 1 << 40)), -1, 0, 1):
+            # the spec's scaling of v by every channel, in Python's integers
+            scaled = [(v * m + (1 << (s - 1))) >> s for m, s in zip(ms, ss, strict=True)]
+            assert _scaled_range(v, groups) == (min(scaled), max(scaled))
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64, np.dtype(np.float32), np.dtype(np.float64)])
