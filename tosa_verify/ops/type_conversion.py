@@ -151,7 +151,10 @@ def prepare_rescale(call: OpCall):
     if kernels is None:
         return _rescale_kernel(params, ms, ss, large, extremes)
     # (params[8]: a per-channel multiplier is an array, even of one channel: not the same kernel)
-    key = ("RESCALE", *params[:8], _ndim(params[8]), tuple(ms), tuple(ss), large)
+    # (per channel, the int64 arrays' bytes: equal exactly when the channels are, and hashed
+    # without a tuple of hundreds of ints)
+    channels = (params[8].tobytes(), params[9].tobytes()) if _ndim(params[8]) else (tuple(ms), tuple(ss))
+    key = ("RESCALE", *params[:8], _ndim(params[8]), *channels, large)
     kernel = kernels.get(key)
     if kernel is None:
         kernel = kernels[key] = _rescale_kernel(params, ms, ss, large, extremes)
