@@ -64,27 +64,28 @@ def test_l1_max_of_a_narrow_weight_widens_before_taking_magnitudes(dtype) -> Non
     assert _l1_max(w, 0) == expected == 2 * -int(info.min) + 1
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_by_shift_is_each_shifts_smallest_and_largest_multiplier(seed: int) -> None:
+def _random_channels(seed: int, max_channels: int, shifts: tuple[int, int]):
+    """200 random (multipliers, shifts) of 1..max_channels channels, shifts in [shifts[0], a
+    random top below shifts[1]), with their _by_shift groups."""
     rng = np.random.default_rng(seed)
     for _ in range(200):
-        n = int(rng.integers(1, 40))
+        n = int(rng.integers(1, max_channels))
         ms = rng.integers(0, 1 << 31, n).tolist()
-        ss = rng.integers(2, 2 + int(rng.integers(1, 4)), n).tolist()
+        ss = rng.integers(shifts[0], int(rng.integers(shifts[0] + 1, shifts[1])), n).tolist()
+        yield rng, ms, ss, _by_shift(ms, ss, min(ms), max(ms), min(ss), max(ss))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_by_shift_is_each_shifts_smallest_and_largest_multiplier(seed: int) -> None:
+    for _, ms, ss, groups in _random_channels(seed, 40, (2, 6)):
         pairs = list(zip(ms, ss, strict=True))
-        expected = [(s, min(m for m, t in pairs if t == s), max(m for m, t in pairs if t == s))
-                    for s in sorted(set(ss))]
-        assert _by_shift(ms, ss, min(ms), max(ms), min(ss), max(ss)) == expected
+        assert groups == [(s, min(m for m, t in pairs if t == s), max(m for m, t in pairs if t == s))
+                          for s in sorted(set(ss))]
 
 
 @pytest.mark.parametrize("seed", range(4))
 def test_scaled_range_is_the_extremes_over_every_channel(seed: int) -> None:
-    rng = np.random.default_rng(seed)
-    for _ in range(200):
-        n = int(rng.integers(1, 12))
-        ms = rng.integers(0, 1 << 31, n).tolist()
-        ss = rng.integers(2, 40, n).tolist()
-        groups = _by_shift(ms, ss, min(ms), max(ms), min(ss), max(ss))
+    for rng, ms, ss, groups in _random_channels(seed, 12, (2, 40)):
         for v in (int(rng.integers(-(1 << 40), 1 << 40)), -1, 0, 1):
             # the spec's scaling of v by every channel, in Python's integers
             scaled = [(v * m + (1 << (s - 1))) >> s for m, s in zip(ms, ss, strict=True)]
