@@ -350,7 +350,7 @@ def _make_step(block: Block, index: int, operator: Operator, decls: dict[str, Te
     fn = REGISTRY.get(op)
     ins, outs = operator.inputs, operator.outputs
     try:  # (the common case in one pass: every tensor declared, the op known, inputs available)
-        input_decls, output_decls = [decls[n] for n in ins], [decls[n] for n in outs]
+        input_decls, output_decls = list(map(decls.__getitem__, ins)), list(map(decls.__getitem__, outs))
     except KeyError:
         return _bad_step(block, index, operator, fn, decls, available)
     if fn is None or not available.issuperset(ins):
