@@ -84,3 +84,31 @@ def test_a_run_leaves_no_arrays_in_the_plans_calls() -> None:
     compiled = compiled_steps(plan_for(graph.main, graph))
     assert not compiled.lock.locked()
     assert all(entry[5].inputs is None and entry[5].runtime is None for entry in compiled.entries)
+
+
+def test_a_cached_graphs_plan_skips_the_fingerprint_and_plan_for_rebuilds_it() -> None:
+    """A graph run from bytes gets its plan without the per-block fingerprint (its snapshot of
+    op functions stands in); plan_for on that block builds a fingerprinted plan with the same
+    result, and a graph the caller holds keeps its fingerprint check (an edit is seen)."""
+    from tosa_verify import plan as plan_module
+
+    data = _exp_graph()
+    x = np.linspace(-3, 3, 6, dtype=np.float32).reshape(2, 3)
+    plan_module._GRAPHS.clear()
+    (y,) = tosa_verify.run(data, [x])
+    np.testing.assert_allclose(y, np.exp(x), rtol=1e-6)
+    graph = plan_module._GRAPHS[data]
+    sealed_plan = graph.main.__dict__["_plan"]
+    assert sealed_plan.fingerprint == ()
+    rebuilt = plan_module.plan_for(graph.main, graph)
+    assert rebuilt is not sealed_plan and rebuilt.fingerprint == plan_module._fingerprint(graph.main)
+    (again,) = tosa_verify.run(data, [x])
+    np.testing.assert_array_equal(again, y)
+
+    held = tosa_verify.load(data)
+    (first,) = tosa_verify.run(held, [x])
+    assert held.main.__dict__["_plan"].fingerprint == plan_module._fingerprint(held.main)
+    held.main.operators[0].op = "ABS"  # an edit of the caller's graph gets a new plan
+    (absolute,) = tosa_verify.run(held, [x])
+    np.testing.assert_array_equal(first, y)
+    np.testing.assert_array_equal(absolute, np.abs(x))

@@ -59,10 +59,19 @@ _SCHEMAS = {
 #: Fields the TOSA writers leave out that the other readers ignore (never read, so not checked).
 _IGNORED = {"TosaGraph": ("SoftwareVersion", "Compatibility")}
 
-#: Decoded vtables by (table, vtable bytes): see the module docstring. Bounded, as a corrupt
-#: file can make up any number of distinct vtables.
-_VTABLES: dict[tuple[str, bytes], tuple] = {}
+#: Decoded vtables by table, then by vtable bytes: see the module docstring. Bounded, as a
+#: corrupt file can make up any number of distinct vtables.
+_VTABLES: dict[str, dict[bytes, tuple]] = {table: {} for table in _SCHEMAS}
 _MAX_VTABLES = 4096
+
+
+def _new_vtable(table: str, key: bytes) -> tuple:
+    """Decode a vtable of ``table`` not seen before and keep it in :data:`_VTABLES`."""
+    layouts = _VTABLES[table]
+    if len(layouts) >= _MAX_VTABLES:
+        layouts.clear()
+    got = layouts[key] = _decode_vtable(table, key)
+    return got
 
 
 class _Decline(Exception):
@@ -156,11 +165,16 @@ class _Buffer:
         absent); declines when the table sets another field to other than its default."""
         if pos & 3:
             raise _Decline
+        return self.entry(table, pos)[0]
+
+    def entry(self, table: str, pos: int) -> tuple:
+        """The decoded vtable (see :func:`_decode_vtable`) of the aligned table of ``table`` at
+        ``pos``, after the checks of :meth:`fields`."""
         vt = pos - self.i32[pos >> 2]
-        offsets, scalars, lengths = (self.seen[table].get(vt) or self.vtable(table, vt))[:3]
-        if scalars or lengths:
-            self.check_defaults(pos, scalars, lengths)
-        return offsets
+        got = self.seen[table].get(vt) or self.vtable(table, vt)
+        if got[1] or got[2]:
+            self.check_defaults(pos, got[1], got[2])
+        return got
 
     def vtable_bounds(self, vt: int) -> int:
         """The end of the vtable at ``vt``; declines unless it lies in the buffer."""
@@ -173,18 +187,17 @@ class _Buffer:
 
     def vtable(self, table: str, vt: int) -> tuple:
         """The decoded vtable of ``table`` at ``vt``, from the module's cache after the first time."""
-        buf, size = self.buf, self.size
-        if vt < 0 or vt + 4 > size:  # (vtable_bounds, inlined: once per vtable and load)
+        buf = self.buf
+        if vt < 0 or vt + 4 > self.size:  # (vtable_bounds, inlined: once per vtable and load)
             raise _Decline
         end = vt + 4 + 2 * (max((buf[vt] | buf[vt + 1] << 8) - 4, 0) >> 1)
-        if end > size:
+        if end > self.size:
             raise _Decline
-        key = (table, buf[vt:end])
-        got = _VTABLES.get(key)
+        layouts = _VTABLES[table]  # (per table: the vtable's bytes alone are the key)
+        key = buf[vt:end]
+        got = layouts.get(key)
         if got is None:
-            if len(_VTABLES) >= _MAX_VTABLES:
-                _VTABLES.clear()
-            got = _VTABLES[key] = _decode_vtable(*key)
+            got = _new_vtable(table, key)
         self.seen[table][vt] = got
         return got
 
@@ -218,6 +231,11 @@ class _Buffer:
         count = self.u32[start >> 2]
         if start & 3 or start + 4 + 4 * count > self.size:  # (before allocating by a corrupt count)
             raise _Decline
+        if count == 1:  # (a graph's region, a region's block: no loop)
+            at = start + 4 + self.u32[(start >> 2) + 1]
+            if at & 3:
+                raise _Decline
+            return [at]
         if count < 8:  # (a comprehension costs less for a few tables, one unpack for many)
             u32 = self.u32
             out = [at + u32[at >> 2] for at in range(start + 4, start + 4 + 4 * count, 4)]
@@ -274,9 +292,10 @@ def read_graph(buf: bytes, makers: Makers) -> tuple[tuple[int, int, int, bool], 
 
 
 def _version(b: _Buffer, at: int) -> tuple[int, int, int, bool]:
-    offsets = b.fields("Version", at)
+    if at & 3:
+        raise _Decline
+    offsets, _, _, inline, order = b.entry("Version", at)
     if all(offsets):  # (as the writers write it: one unpack)
-        inline, order = b.seen["Version"][at - b.i32[at >> 2]][3:]
         major, minor, patch, draft = order(inline(b.buf, at) + _ABSENT) if order else inline(b.buf, at)
         return major, minor, patch, bool(draft)
     layout = table_layout("Version")

@@ -517,13 +517,12 @@ def parse(data: bytes) -> Graph:
         raise TosaFormatError(
             f"not a TOSA flatbuffer: file identifier is not 'TOSA' ({len(data)} bytes)"
         )
-    op_names = _op_names()
     data = bytes(data)
     lean = _lean_read.read_graph(data, _MAKERS)
     if lean is not None:
         version, regions = lean[0], [Region(name, blocks) for name, blocks in lean[1]]
     else:
-        version, regions = _read_graph(data, op_names)
+        version, regions = _read_graph(data, _op_names())
     if version[0] != 1 or version[1] not in (0, 1):
         # 1.1 is the draft the installed tosa-tools writes (its extra operators live in ops/).
         raise TosaFormatError(

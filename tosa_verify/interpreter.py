@@ -28,7 +28,7 @@ from .errors import (
 from .graph import Block, Graph, Operator
 from .ops.registry import OpCall
 from .ops.variable import carried_value
-from .plan import Step, cached_graph, current_blocks, plan_for, verify_graph
+from .plan import Step, cached_graph, current_blocks, current_plan, plan_for, verify_graph
 
 #: Called after each operator: (op index, operator, input values, output values).
 CaptureHook = Callable[[int, Operator, list[np.ndarray], list[np.ndarray]], None]
@@ -87,8 +87,9 @@ class Interpreter:
         if self.depth > 64:
             raise TosaValidationError("control flow nests deeper than 64 levels")
         try:
-            plan = block.__dict__.get("_plan") if id(block) in self._current else None
-            if plan is None:
+            if id(block) in self._current:
+                plan = block.__dict__.get("_plan") or current_plan(block, self.graph)
+            else:
                 plan = plan_for(block, self.graph)
             env: dict[str, np.ndarray] = dict(plan.constants)
             env.update(zip(block.inputs, values))  # noqa: B905 - lengths checked above
