@@ -75,6 +75,8 @@ def _clip_propagate(x: np.ndarray, lo, hi) -> np.ndarray:
 
 def _clip_int(x: np.ndarray, lo, hi) -> np.ndarray:
     value = np.maximum(x, lo)  # (lo, hi: scalars of x's dtype, so value is x's dtype)
+    if type(value) is not np.ndarray:  # (a rank-0 input gives a numpy scalar: no out= for it)
+        return np.asarray(np.minimum(value, hi))
     return np.minimum(value, hi, out=value)
 
 
