@@ -35,7 +35,7 @@ from .budget import cached_graph_memory, check_need
 from .dtypes import dtype_info
 from .errors import TosaError, TosaUnsupportedError, TosaValidationError
 from .graph import Block, Graph, Operator, Tensor, load
-from .ops.registry import _PREPARED_FUNCTION, IMPURE, PREPARE, REGISTRY, OpCall
+from .ops.registry import IMPURE, REGISTRY, OpCall, prepare_for
 
 #: Operators a plan never folds even with constant inputs: they read or write run state
 #: (variables, the running interpreter) or call sub-blocks. Op modules add theirs to
@@ -379,9 +379,8 @@ def _make_step(block: Block, index: int, operator: Operator, decls: dict[str, Te
         if shape and dtype != "SHAPE" and min(shape) < 1 and error_after is None:
             error_after = _dimension_error(index, operator, decl, input_decls, output_decls)
     step = Step(index, operator, fn, list(ins), input_decls, output_decls, outputs, None, error_after)
-    # (prepare_for inlined: the op's prepare, unless REGISTRY holds another function for the op)
-    prepare = PREPARE.get(op)
-    if prepare is not None and _PREPARED_FUNCTION.get(op) is fn:
+    prepare = prepare_for(op)
+    if prepare is not None:
         call = OpCall(index, operator, list(map(constants.get, ins)), input_decls, output_decls, runtime)
         kernel = _prepared(call, prepare)
         if kernel is not None:
