@@ -11,8 +11,8 @@ unsigned words and offsets, so numpy's bounds check on the index (IndexError) ke
 inside the buffer, and an unaligned position (which would read the wrong word) makes the reader
 decline after the gathers, before anything is made from them.
 
-Each numpy call has a fixed cost of about a microsecond, so this pays from about a dozen tables
-up (:data:`MIN_TABLES`); the lean reader (:mod:`._lean_read`) reads smaller blocks table by table
+Each numpy call has a fixed cost of one to a few microseconds, so this pays from about 40 tables
+up (:data:`MIN_TABLES`, :data:`MIN_OPERATORS`); the lean reader (:mod:`._lean_read`) reads smaller blocks table by table
 and calls these for larger ones. Both readers return None when their case does not apply (tables
 whose vtables do not all place the read fields alike, a field they do not read set, a position
 outside the buffer or unaligned, a count running past the end): the lean reader then reads the

@@ -231,11 +231,6 @@ class _Buffer:
         count = self.u32[start >> 2]
         if start & 3 or start + 4 + 4 * count > self.size:  # (before allocating by a corrupt count)
             raise _Decline
-        if count == 1:  # (a graph's region, a region's block: no loop)
-            at = start + 4 + self.u32[(start >> 2) + 1]
-            if at & 3:
-                raise _Decline
-            return [at]
         if count < 8:  # (a comprehension costs less for a few tables, one unpack for many)
             u32 = self.u32
             out = [at + u32[at >> 2] for at in range(start + 4, start + 4 + 4 * count, 4)]
@@ -349,12 +344,11 @@ def _tensors(b: _Buffer, positions: list[int]) -> list[tuple]:
         name, shape, code, data = order(inline(buf, pos) + _ABSENT) if order else inline(buf, pos)
         if scalars:
             b.check_defaults(pos, scalars, ())
-        if lengths:  # (a lowered graph's tensors write an empty VariableName and ScaleData)
-            for at in lengths:
-                at += pos + u32[(pos + at) >> 2]
-                if u32[at >> 2]:
-                    raise _Decline
-                aligned |= at
+        for at in lengths:  # (a lowered graph's tensors write an empty VariableName and ScaleData)
+            at += pos + u32[(pos + at) >> 2]
+            if u32[at >> 2]:
+                raise _Decline
+            aligned |= at
         start = pos + o_name + name + 4
         end = start + u32[(start >> 2) - 1]
         if end > size or not o_name:
