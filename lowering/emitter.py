@@ -353,7 +353,9 @@ class Emitter:
                                         node=node.name, target=target_name(node))
                 try:
                     fn(self, node)
-                except LoweringError:
+                except LoweringError as e:
+                    if e.node is None:  # raised by a shared helper: name the node it was emitting
+                        raise LoweringError(e.reason, node=node.name, target=target_name(node)) from e
                     raise
                 except Exception as e:  # noqa: BLE001
                     raise LoweringError(f"{type(e).__name__}: {e}", node=node.name,

@@ -207,7 +207,9 @@ def table(em, node, fn, x_node, layout, out=None):
         tab = em.const("table", int16_table(fn, qi, qo), "INT16", [513])
         raw = em.new("table_i32", em.writer.shapes[x], "INT32")
         em.writer.op("TABLE", [x, tab], raw)
-        rescale(em, raw, INT_OF[qo.dtype], 1.0 / 128.0, 0, qo.zp, "table_rs", out_name=out)
+        # the entries already hold the output zero point (int16_table quantizes with it): the
+        # RESCALE only drops TABLE's 7 fraction bits (TOSA also refuses an int16 output_zp)
+        rescale(em, raw, INT_OF[qo.dtype], 1.0 / 128.0, 0, 0, "table_rs", out_name=out)
     else:
         raise LoweringError(f"TABLE for {qi.dtype} not supported", node=node.name)
     return out

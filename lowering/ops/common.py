@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import LoweringError
 from ..qparams import QParams, quantize_scales
 from ..serialize import INT_OF, clamp_bytes
 
@@ -22,6 +23,10 @@ def rescale(em, src: str, out_dtype: str, scales, in_zp: int, out_zp: int, suffi
         k = int48_prescale_shift(sc)
         mid = int48_to_int32(em, src, k, suffix)
         return rescale(em, mid, out_dtype, sc * (1 << k), 0, out_zp, suffix, out_name, per_channel)
+    for dtype, zp, side in ((in_dtype, in_zp, "input"), (out_dtype, out_zp, "output")):
+        if zp and dtype != "INT8":  # TOSA ERROR_IF (signed RESCALE): the graph would not run
+            raise LoweringError(f"RESCALE with {side} zero point {int(zp)} on {dtype}: TOSA allows "
+                                "a non-zero zero point only on int8 (quantize int16 symmetrically)")
     scale32 = True
     mults, shifts = quantize_scales(np.atleast_1d(np.asarray(scales, dtype=np.float64)), scale32)
     n = len(mults)
