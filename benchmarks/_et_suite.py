@@ -26,8 +26,6 @@ import io
 import itertools
 import json
 import re
-import sys
-import types
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -35,6 +33,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+from lowering.torchvision_compat import allow_cpu_torchvision
 
 #: Variants of the TOSA tests that are not the plain INT/FP flow (ExecuTorch's int16, 4-bit
 #: weight, fp8/bf16 extensions, cases expected NOT to delegate, custom shaders).
@@ -106,8 +106,7 @@ def allow_torchvision() -> None:
         >>> "torchvision._meta_registrations" in sys.modules
         True
     """
-    sys.modules.setdefault("torchvision._meta_registrations",
-                           types.ModuleType("torchvision._meta_registrations"))
+    allow_cpu_torchvision()
 
 
 def pytest_configure(config) -> None:

@@ -13,10 +13,9 @@ it, e.g. ``tosa-verify check tests/lowering/tv_models.py:resnet18``.
 
 from __future__ import annotations
 
-import sys
-import types
-
 import torch
+
+from lowering.torchvision_compat import allow_cpu_torchvision
 
 #: The models the lowering must take whole (INT and FP) and Vela must place on the NPU.
 MODELS = ("mobilenet_v2", "mobilenet_v3_small", "resnet18", "shufflenet_v2_x0_5", "squeezenet1_1")
@@ -43,8 +42,7 @@ def import_torchvision():
         >>> import_torchvision().__version__.split("+")[0]
         '0.28.0'
     """
-    sys.modules.setdefault("torchvision._meta_registrations",
-                           types.ModuleType("torchvision._meta_registrations"))
+    allow_cpu_torchvision()
     import torchvision
 
     return torchvision

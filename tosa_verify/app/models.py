@@ -28,6 +28,7 @@ from typing import Any
 
 import lowering
 from lowering import zoo
+from lowering.torchvision_compat import retry_on_cpu_torchvision
 
 from ..graph import load
 from ..profiles import op_histogram, operator_count_text
@@ -114,19 +115,8 @@ def load_model(spec: str | None) -> LoadedModel:
     if not attr:
         raise CheckError(f"model {spec!r} names no factory: write {spec}:FACTORY")
     try:
-        if where.endswith(".py") or os.sep in where or "/" in where:
-            path = Path(where)
-            if not path.is_file():
-                raise CheckError(f"cannot import model {spec!r}: no such file {where}")
-            mod_name = f"_tosa_verify_model_{abs(hash(str(path.resolve())))}"
-            module_spec = importlib.util.spec_from_file_location(mod_name, path)
-            if module_spec is None or module_spec.loader is None:
-                raise CheckError(f"cannot import model {spec!r}: not a Python file")
-            module = importlib.util.module_from_spec(module_spec)
-            sys.modules[mod_name] = module
-            module_spec.loader.exec_module(module)
-        else:
-            module = importlib.import_module(where)
+        # (a model file importing PyPI's CUDA torchvision beside the CPU torch: retried once)
+        module = retry_on_cpu_torchvision(lambda: _import_model(spec, where))
     except CheckError:
         raise
     except SyntaxError as exc:
@@ -140,6 +130,24 @@ def load_model(spec: str | None) -> LoadedModel:
     if not callable(factory):
         raise CheckError(f"cannot import model {spec!r}: {where} has no callable {attr!r}")
     return _call_factory(factory, model_name(spec), spec)
+
+
+def _import_model(spec: str, where: str):
+    """The module ``where`` of model ``spec``: a file path or a dotted module name."""
+    if where.endswith(".py") or os.sep in where or "/" in where:
+        path = Path(where)
+        if not path.is_file():
+            raise CheckError(f"cannot import model {spec!r}: no such file {where}")
+        mod_name = f"_tosa_verify_model_{abs(hash(str(path.resolve())))}"
+        module_spec = importlib.util.spec_from_file_location(mod_name, path)
+        if module_spec is None or module_spec.loader is None:
+            raise CheckError(f"cannot import model {spec!r}: not a Python file")
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[mod_name] = module
+        module_spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(where)
+    return module
 
 
 def model_name(spec: str) -> str:
@@ -164,7 +172,7 @@ def _call_factory(factory: Callable[..., Any], name: str, spec: str) -> LoadedMo
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            result = factory()
+            result = retry_on_cpu_torchvision(factory)  # (a factory importing torchvision)
     except SystemExit as exc:  # a factory that exits (even with 0) has not returned a model
         raise CheckError(f"model factory {spec!r} called sys.exit({exc.code!r}) instead of returning "
                          "(module, example_inputs[, calibration])") from None
