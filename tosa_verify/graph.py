@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from . import _lean_read
+from ._edits import Watched, WatchedDict, WatchedList, constructor
 from ._flatbuffer import _I32, _U16, _U32, Field, Table, table_layout, unpacker
 from .dtypes import (
     BS_BLOCK,
@@ -51,7 +52,7 @@ _ENUM_FIELDS = {
 
 
 @dataclass
-class Tensor:
+class Tensor(Watched):
     """A declared tensor of a basic block.
 
     ``data`` holds the constant value (working numpy dtype) when the tensor has serialized data.
@@ -72,7 +73,7 @@ class Tensor:
 
 
 @dataclass
-class Operator:
+class Operator(Watched):
     """One operator: TOSA op name, attributes as plain values, input and output tensor names."""
 
     op: str
@@ -83,7 +84,7 @@ class Operator:
 
 
 @dataclass
-class Block:
+class Block(Watched):
     """A basic block: its operators in order, tensors by name, and its interface."""
 
     name: str
@@ -102,7 +103,7 @@ class Block:
 
 
 @dataclass
-class Region:
+class Region(Watched):
     """A region: a named list of blocks (the first is the region's entry block)."""
 
     name: str
@@ -110,7 +111,7 @@ class Region:
 
 
 @dataclass
-class Graph:
+class Graph(Watched):
     """A whole TOSA graph. ``main`` is the first block of the first region.
 
     >>> g = load("model.tosa")            # doctest: +SKIP
@@ -149,6 +150,17 @@ class Graph:
     def version_string(self) -> str:
         major, minor, patch, draft = self.version
         return f"{major}.{minor}.{patch}" + ("d" if draft else "")
+
+
+#: The loader's constructors: a loaded graph's objects are built without changing the edit tick
+#: (see :mod:`tosa_verify._edits`), its containers watched for edits.
+_new_tensor, _new_operator = constructor(Tensor), constructor(Operator)
+_block, _region, _graph = constructor(Block), constructor(Region), constructor(Graph)
+
+
+def _new_block(name: str, operators: list, tensors: dict, inputs: list, outputs: list, shapes: dict) -> Block:
+    return _block(name, WatchedList(operators), WatchedDict(tensors), WatchedList(inputs), WatchedList(outputs),
+                  WatchedDict(shapes))
 
 
 def _snake(name: str) -> str:
@@ -344,7 +356,7 @@ def _read_tensor(t: Table, layout: tuple[Field, ...]) -> Tensor:
             decode_block_scaled(raw, scale_raw, dtype, shape) if dtype != info.name else decode_constant(raw, dtype, shape))
     except TosaFormatError as exc:
         raise TosaFormatError(f"tensor {name!r}: {exc}") from None
-    return Tensor(name, shape, dtype, data, bool(variable), variable_name or "", bool(unranked))
+    return _new_tensor(name, shape, dtype, data, bool(variable), variable_name or "", bool(unranked))
 
 
 def _block_scaled_type(name: str, value: str, scale_code: int, block: int, shape: tuple[int, ...],
@@ -381,7 +393,7 @@ def _plain_constants() -> dict[int, tuple[str, np.dtype, int]]:
 def _make_tensors(buf: bytes, rows: Iterable[tuple]) -> list[Tensor]:
     """The tensors of the lean reader's rows (name, shape, type code, data start, data length) of
     ``buf``; a KeyError or size error makes it decline, and the per-table reader reports it."""
-    plain, prod, limit, tensor, ndarray = _plain_constants(), math.prod, MAX_TENSOR_ELEMENTS, Tensor, np.ndarray
+    plain, prod, limit, tensor, ndarray = _plain_constants(), math.prod, MAX_TENSOR_ELEMENTS, _new_tensor, np.ndarray
     out = []
     for name, shape, code, start, length in rows:
         got = plain.get(code)
@@ -404,7 +416,7 @@ def _decoded_tensor(buf: bytes, name: str, shape: tuple[int, ...], code: int, st
         raise _TooLarge
     dtype = DTYPE_BY_CODE[code].name
     data = decode_constant(np.frombuffer(buf, np.uint8, length, start), dtype, shape) if length else None
-    return Tensor(name, shape, dtype, data)
+    return _new_tensor(name, shape, dtype, data)
 
 
 class _TooLarge(Exception):
@@ -416,7 +428,7 @@ def _make_operators(buf: bytes, rows: Iterable[tuple]) -> list[Operator]:
     or 0, inputs, outputs, location) of ``buf``; an unknown op code or attribute type is a
     KeyError, which makes it decline (the reader checked the attribute table's bounds, all that
     a type without fields, CONST's, needs)."""
-    names, fieldless, operator, attribute_vtables = _op_names(), _FIELDLESS, Operator, {}
+    names, fieldless, operator, attribute_vtables = _op_names(), _FIELDLESS, _new_operator, {}
     out = []
     for code, kind, at, inputs, outputs, location in rows:
         if not fieldless[kind]:
@@ -432,15 +444,15 @@ def _make_operators(buf: bytes, rows: Iterable[tuple]) -> list[Operator]:
 def _make_shape(buf: bytes, name: str, rank: int, start: int, length: int) -> Tensor:
     """A TosaShape table's tensor (its data a read-only view of ``buf``)."""
     if not length:
-        return Tensor(name, (rank,), "SHAPE")
+        return _new_tensor(name, (rank,), "SHAPE")
     if length < 8 * rank:
         raise _TooLarge  # (the per-table reader names the sizes)
     # a read-only view of the file's bytes, as decode_constant makes (one call, not four)
-    return Tensor(name, (rank,), "SHAPE", np.ndarray((rank,), np.int64, buf, start))
+    return _new_tensor(name, (rank,), "SHAPE", np.ndarray((rank,), np.int64, buf, start))
 
 
 def _make_block(name: str, operators: list, tensors: list, inputs: list, outputs: list, shapes: list) -> Block:
-    return Block(name, operators, {t.name: t for t in tensors}, inputs, outputs, {s.name: s for s in shapes})
+    return _new_block(name, operators, {t.name: t for t in tensors}, inputs, outputs, {s.name: s for s in shapes})
 
 
 #: The constructors of :func:`._lean_read.read_graph`.
@@ -477,7 +489,7 @@ def _read_operators(block: Table, fb: dict[str, Field], op_names: dict[int, str]
         op_name = op_names.get(code)
         if op_name is None:
             raise TosaUnsupportedError(f"operator {j}: unknown op code {code}")
-        operators.append(Operator(
+        operators.append(_new_operator(
             op_name, _read_attributes(attribute, kind, op_name), inputs or [], outputs or [],
             location.string(text) if location is not None else "",
         ))
@@ -493,9 +505,9 @@ def _read_block(block: Table, op_names: dict[int, str]) -> Block:
         rank = int(s.scalar(fs["Rank"]))
         raw = s.vector(fs["Data"])
         data = decode_constant(raw, "SHAPE", (rank,)) if raw is not None and raw.size else None
-        shapes[name] = Tensor(name=name, shape=(rank,), dtype="SHAPE", data=data)
+        shapes[name] = _new_tensor(name=name, shape=(rank,), dtype="SHAPE", data=data)
     operators = _read_operators(block, fb, op_names)
-    return Block(
+    return _new_block(
         name=block.string(fb["Name"]),
         operators=operators,
         tensors=tensors,
@@ -520,7 +532,7 @@ def parse(data: bytes) -> Graph:
     data = bytes(data)
     lean = _lean_read.read_graph(data, _MAKERS)
     if lean is not None:
-        version, regions = lean[0], [Region(name, blocks) for name, blocks in lean[1]]
+        version, regions = lean[0], [_region(name, WatchedList(blocks)) for name, blocks in lean[1]]
     else:
         version, regions = _read_graph(data, _op_names())
     if version[0] != 1 or version[1] not in (0, 1):
@@ -530,7 +542,7 @@ def parse(data: bytes) -> Graph:
         )
     if not regions or not regions[0].blocks:
         raise TosaFormatError("TOSA graph has no region or no basic block")
-    return Graph(version=version, regions=regions, raw=data)
+    return _graph(version=version, regions=WatchedList(regions), raw=data)
 
 
 def _read_graph(data: bytes, op_names: dict[int, str]) -> tuple[tuple[int, int, int, bool], list[Region]]:
@@ -546,7 +558,7 @@ def _read_graph(data: bytes, op_names: dict[int, str]) -> tuple[tuple[int, int, 
         regions = []
         for region in root.tables(fg["Regions"]):
             blocks = [_read_block(b, op_names) for b in region.tables(fr["Blocks"])]
-            regions.append(Region(name=region.string(fr["Name"]), blocks=blocks))
+            regions.append(_region(name=region.string(fr["Name"]), blocks=WatchedList(blocks)))
     except TosaError:
         raise
     except Exception as exc:  # flatbuffers raises struct.error/IndexError/UnicodeError on corruption

@@ -31,6 +31,7 @@ from operator import attrgetter, is_
 
 import numpy as np
 
+from . import _edits
 from .budget import cached_graph_memory, check_need
 from .dtypes import dtype_info
 from .errors import TosaError, TosaUnsupportedError, TosaValidationError
@@ -209,6 +210,7 @@ def current_blocks(graph: Graph) -> frozenset[int]:
     state = graph.__dict__.get("_verified")
     sealed = graph.__dict__.get("_sealed", False)
     if state is None or not _still_valid(graph, state, sealed):
+        tick = _edits.TICK  # (read before the snapshot: an edit from now on changes it)
         blocks = [b for r in graph.regions for b in r.blocks]
         for block in blocks:
             block.__dict__.pop("_plan", None)
@@ -218,21 +220,38 @@ def current_blocks(graph: Graph) -> frozenset[int]:
             snapshot = ([], names, tuple(map(REGISTRY.get, names)))
         else:
             snapshot = _graph_snapshot(graph)
-        state = (snapshot, frozenset(map(id, blocks)), graph.version, {})
+        state = (snapshot, frozenset(map(id, blocks)), graph.version, {}, [_checked_at(graph, tick)])
         graph.__dict__["_verified"] = state
     return state[1]
+
+
+def _checked_at(graph: Graph, tick: int) -> int | None:
+    """The edit tick at which ``graph`` was found unchanged, when that tick can stand in for
+    the next comparison (every container it holds is watched, see :func:`_edits.watched`)."""
+    return tick if _edits.watched(graph) else None
 
 
 def _still_valid(graph: Graph, state: tuple, sealed: bool) -> bool:
     """Whether the plans of ``state`` still hold: built for this version (plans of another
     accept other types, see :func:`plan_for`) and nothing replaced since, for a sealed graph
-    (never leaves the interpreter) no op function (a test's or caller's wrapper)."""
+    (never leaves the interpreter) no op function (a test's or caller's wrapper).
+
+    A graph the caller holds is compared with its snapshot only when something was edited
+    since it was last found unchanged (:data:`_edits.TICK` moved) or it holds a container
+    that is not watched."""
     snapshot = state[0]
     if state[2] != graph.version:
         return False
     if sealed:
         return all(map(is_, map(REGISTRY.get, snapshot[1]), snapshot[2]))
-    return _unchanged(graph, snapshot)
+    checked = state[4]
+    if checked[0] == _edits.TICK:  # no edit since: only the op functions can have changed
+        return all(map(is_, map(REGISTRY.get, snapshot[1]), snapshot[2]))
+    tick = _edits.TICK
+    if not _unchanged(graph, snapshot):
+        return False
+    checked[0] = _checked_at(graph, tick)
+    return True
 
 
 def run_cache(graph: Graph) -> dict:
