@@ -104,8 +104,10 @@ def format_size(size: int) -> str:
 
 
 @functools.cache
+@functools.cache
 def physical_memory() -> int:
-    """Bytes of physical memory of this machine (8 GiB when the OS does not say)."""
+    """Bytes of physical memory of this machine (8 GiB when the OS does not say); asked once
+    (the memory check of every run reads it)."""
     try:
         return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
     except (ValueError, OSError, AttributeError):
@@ -147,7 +149,10 @@ def _memory_source() -> tuple[int, str]:
             return parse_size(env), ENV_MAX_MEMORY
         except ValueError as exc:
             raise TosaInputError(f"{ENV_MAX_MEMORY}: {exc}") from None
-    return physical_memory() // 2, f"half of physical memory; set {ENV_MAX_MEMORY} or --max-memory"
+    return physical_memory() // 2, _HALF_OF_PHYSICAL
+
+
+_HALF_OF_PHYSICAL = f"half of physical memory; set {ENV_MAX_MEMORY} or --max-memory"
 
 
 def max_memory() -> int:
