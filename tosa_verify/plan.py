@@ -220,7 +220,7 @@ def current_blocks(graph: Graph) -> frozenset[int]:
             snapshot = ([], names, tuple(map(REGISTRY.get, names)))
         else:
             snapshot = _graph_snapshot(graph)
-        state = (snapshot, frozenset(map(id, blocks)), graph.version, {}, [_checked_at(graph, tick)])
+        state = (snapshot, frozenset(map(id, blocks)), graph.version, {}, [None if sealed else _checked_at(graph, tick)])
         graph.__dict__["_verified"] = state
     return state[1]
 
