@@ -89,30 +89,58 @@ def test_reading_moves_no_tick_and_watched_containers_behave_as_plain_ones() -> 
     assert copy.deepcopy(items) == [1, 2] and type(copy.deepcopy(names)) is WatchedDict
 
 
-def _attribute_edits(graph: tosa_verify.Graph) -> dict:
+def _block_edits(graph: tosa_verify.Graph) -> dict:
+    """Edits of the graph, its regions and blocks: each moves the tick."""
     block = graph.main
-    op, const = block.operators[1], block.tensors["c"]
     return {
         "graph version": lambda: setattr(graph, "version", graph.version),
         "region blocks": lambda: setattr(graph.regions[0], "blocks", graph.regions[0].blocks),
         "block operators": lambda: setattr(block, "operators", block.operators),
-        "operator op": lambda: setattr(op, "op", "SUB"),
-        "operator attributes": lambda: setattr(op, "attrs", dict(op.attrs)),
-        "tensor data": lambda: setattr(const, "data", const.data.copy()),
-        "operator attribute deleted": lambda: delattr(op, "location"),
-        "operator in place": lambda: block.operators.__setitem__(0, copy.copy(op)),
-        "declaration in place": lambda: block.tensors.__setitem__("c", copy.copy(const)),
+        "block attribute deleted": lambda: delattr(block, "shapes"),
+        "operator in place": lambda: block.operators.__setitem__(1, copy.copy(block.operators[1])),
+        "declaration in place": lambda: block.tensors.__setitem__("c", copy.copy(block.tensors["c"])),
         "interface in place": lambda: block.outputs.append("x"),
         "regions in place": lambda: graph.regions.append(graph.regions[0]),
     }
 
 
-@pytest.mark.parametrize("edit", sorted(_attribute_edits(tosa_verify.load(_add_graph()))))
-def test_each_edit_of_a_loaded_graph_moves_the_tick(edit: str) -> None:
+def _leaf_edits(graph: tosa_verify.Graph) -> dict:
+    """Edits of an operator or a declaration (no tick: compared on each run)."""
+    op, const = graph.main.operators[1], graph.main.tensors["c"]
+    return {
+        "operator op": lambda: setattr(op, "op", "SUB"),
+        "operator attributes": lambda: setattr(op, "attrs", dict(op.attrs)),
+        "tensor data": lambda: setattr(const, "data", const.data.copy()),
+        "tensor shape": lambda: setattr(const, "shape", (3, 2)),
+    }
+
+
+@pytest.mark.parametrize("edit", sorted(_block_edits(tosa_verify.load(_add_graph()))))
+def test_each_edit_of_a_graph_region_or_block_moves_the_tick(edit: str) -> None:
     graph = tosa_verify.load(_add_graph())
     before = _edits.TICK
-    _attribute_edits(graph)[edit]()
+    _block_edits(graph)[edit]()
     assert _edits.TICK != before
+
+
+_CHANGES = ("operator in place", "declaration in place", "interface in place", "regions in place")
+
+
+def _real_edits(graph: tosa_verify.Graph) -> dict:
+    """Edits that change what the plans depend on (an object replaced, a value changed)."""
+    blocks = {name: edit for name, edit in _block_edits(graph).items() if name in _CHANGES}
+    return {**blocks, **_leaf_edits(graph), "graph version": lambda: setattr(graph, "version", (1, 1, 0, False))}
+
+
+@pytest.mark.parametrize("edit", sorted(_real_edits(tosa_verify.load(_add_graph()))))
+def test_each_edit_after_a_run_gets_the_next_run_new_plans(edit: str) -> None:
+    graph = tosa_verify.load(_add_graph())
+    tosa_verify.run(graph, [_X])
+    tosa_verify.run(graph, [_X])  # (found unchanged: the tick and the operators' values recorded)
+    state = graph.__dict__["_verified"]
+    _real_edits(graph)[edit]()
+    tosa_verify.plan.current_blocks(graph)
+    assert graph.__dict__["_verified"] is not state
 
 
 def test_loading_moves_no_tick_and_a_loaded_graph_is_watched() -> None:

@@ -52,7 +52,7 @@ _ENUM_FIELDS = {
 
 
 @dataclass
-class Tensor(Watched):
+class Tensor:
     """A declared tensor of a basic block.
 
     ``data`` holds the constant value (working numpy dtype) when the tensor has serialized data.
@@ -73,7 +73,7 @@ class Tensor(Watched):
 
 
 @dataclass
-class Operator(Watched):
+class Operator:
     """One operator: TOSA op name, attributes as plain values, input and output tensor names."""
 
     op: str
@@ -152,9 +152,8 @@ class Graph(Watched):
         return f"{major}.{minor}.{patch}" + ("d" if draft else "")
 
 
-#: The loader's constructors: a loaded graph's objects are built without changing the edit tick
-#: (see :mod:`tosa_verify._edits`), its containers watched for edits.
-_new_tensor, _new_operator = constructor(Tensor), constructor(Operator)
+#: The loader's constructors of the watched classes: a loaded graph's objects are built without
+#: changing the edit tick (see :mod:`tosa_verify._edits`), its containers watched for edits.
 _block, _region, _graph = constructor(Block), constructor(Region), constructor(Graph)
 
 
@@ -356,7 +355,7 @@ def _read_tensor(t: Table, layout: tuple[Field, ...]) -> Tensor:
             decode_block_scaled(raw, scale_raw, dtype, shape) if dtype != info.name else decode_constant(raw, dtype, shape))
     except TosaFormatError as exc:
         raise TosaFormatError(f"tensor {name!r}: {exc}") from None
-    return _new_tensor(name, shape, dtype, data, bool(variable), variable_name or "", bool(unranked))
+    return Tensor(name, shape, dtype, data, bool(variable), variable_name or "", bool(unranked))
 
 
 def _block_scaled_type(name: str, value: str, scale_code: int, block: int, shape: tuple[int, ...],
@@ -393,7 +392,7 @@ def _plain_constants() -> dict[int, tuple[str, np.dtype, int]]:
 def _make_tensors(buf: bytes, rows: Iterable[tuple]) -> list[Tensor]:
     """The tensors of the lean reader's rows (name, shape, type code, data start, data length) of
     ``buf``; a KeyError or size error makes it decline, and the per-table reader reports it."""
-    plain, prod, limit, tensor, ndarray = _plain_constants(), math.prod, MAX_TENSOR_ELEMENTS, _new_tensor, np.ndarray
+    plain, prod, limit, tensor, ndarray = _plain_constants(), math.prod, MAX_TENSOR_ELEMENTS, Tensor, np.ndarray
     out = []
     for name, shape, code, start, length in rows:
         got = plain.get(code)
@@ -416,7 +415,7 @@ def _decoded_tensor(buf: bytes, name: str, shape: tuple[int, ...], code: int, st
         raise _TooLarge
     dtype = DTYPE_BY_CODE[code].name
     data = decode_constant(np.frombuffer(buf, np.uint8, length, start), dtype, shape) if length else None
-    return _new_tensor(name, shape, dtype, data)
+    return Tensor(name, shape, dtype, data)
 
 
 class _TooLarge(Exception):
@@ -428,7 +427,7 @@ def _make_operators(buf: bytes, rows: Iterable[tuple]) -> list[Operator]:
     or 0, inputs, outputs, location) of ``buf``; an unknown op code or attribute type is a
     KeyError, which makes it decline (the reader checked the attribute table's bounds, all that
     a type without fields, CONST's, needs)."""
-    names, fieldless, operator, attribute_vtables = _op_names(), _FIELDLESS, _new_operator, {}
+    names, fieldless, operator, attribute_vtables = _op_names(), _FIELDLESS, Operator, {}
     out = []
     for code, kind, at, inputs, outputs, location in rows:
         if not fieldless[kind]:
@@ -444,11 +443,11 @@ def _make_operators(buf: bytes, rows: Iterable[tuple]) -> list[Operator]:
 def _make_shape(buf: bytes, name: str, rank: int, start: int, length: int) -> Tensor:
     """A TosaShape table's tensor (its data a read-only view of ``buf``)."""
     if not length:
-        return _new_tensor(name, (rank,), "SHAPE")
+        return Tensor(name, (rank,), "SHAPE")
     if length < 8 * rank:
         raise _TooLarge  # (the per-table reader names the sizes)
     # a read-only view of the file's bytes, as decode_constant makes (one call, not four)
-    return _new_tensor(name, (rank,), "SHAPE", np.ndarray((rank,), np.int64, buf, start))
+    return Tensor(name, (rank,), "SHAPE", np.ndarray((rank,), np.int64, buf, start))
 
 
 def _make_block(name: str, operators: list, tensors: list, inputs: list, outputs: list, shapes: list) -> Block:
@@ -489,7 +488,7 @@ def _read_operators(block: Table, fb: dict[str, Field], op_names: dict[int, str]
         op_name = op_names.get(code)
         if op_name is None:
             raise TosaUnsupportedError(f"operator {j}: unknown op code {code}")
-        operators.append(_new_operator(
+        operators.append(Operator(
             op_name, _read_attributes(attribute, kind, op_name), inputs or [], outputs or [],
             location.string(text) if location is not None else "",
         ))
@@ -505,7 +504,7 @@ def _read_block(block: Table, op_names: dict[int, str]) -> Block:
         rank = int(s.scalar(fs["Rank"]))
         raw = s.vector(fs["Data"])
         data = decode_constant(raw, "SHAPE", (rank,)) if raw is not None and raw.size else None
-        shapes[name] = _new_tensor(name=name, shape=(rank,), dtype="SHAPE", data=data)
+        shapes[name] = Tensor(name=name, shape=(rank,), dtype="SHAPE", data=data)
     operators = _read_operators(block, fb, op_names)
     return _new_block(
         name=block.string(fb["Name"]),

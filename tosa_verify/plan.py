@@ -92,7 +92,7 @@ class BlockPlan:
         return entries
 
 
-_OP, _DATA = attrgetter("op"), attrgetter("data")
+_OP, _DATA, _ATTRS, _SHAPE = attrgetter("op"), attrgetter("data"), attrgetter("attrs"), attrgetter("shape")
 
 
 def _fingerprint(block: Block) -> tuple:
@@ -225,10 +225,32 @@ def current_blocks(graph: Graph) -> frozenset[int]:
     return state[1]
 
 
-def _checked_at(graph: Graph, tick: int) -> int | None:
-    """The edit tick at which ``graph`` was found unchanged, when that tick can stand in for
-    the next comparison (every container it holds is watched, see :func:`_edits.watched`)."""
-    return tick if _edits.watched(graph) else None
+def _checked_at(graph: Graph, tick: int) -> tuple | None:
+    """What stands in for the comparison of ``graph`` with its snapshot while :data:`_edits.TICK`
+    stays at ``tick``: ``(tick, operators, declarations, their values)``; None when the graph
+    holds a container that is not watched (see :func:`_edits.watched`).
+
+    Blocks, regions, the graph and their containers move the tick when edited; operators and
+    declarations (many, built by the loader at full speed) do not: their op names, attributes,
+    data and shapes are compared on each run, with C-level ``map`` only."""
+    if not _edits.watched(graph):
+        return None
+    blocks = [b for r in graph.regions for b in r.blocks]
+    ops = [o for b in blocks for o in b.operators]
+    decls = [d for b in blocks for d in (*b.tensors.values(), *b.shapes.values())]
+    return tick, ops, decls, _leaf_values(ops, decls)
+
+
+def _leaf_values(ops: list[Operator], decls: list[Tensor]) -> tuple[list, list, list, list]:
+    return [*map(_OP, ops)], [*map(_ATTRS, ops)], [*map(_DATA, decls)], [*map(_SHAPE, decls)]
+
+
+def _leaves_unchanged(checked: tuple) -> bool:
+    """Whether the operators and declarations of ``checked`` (see :func:`_checked_at`) still
+    hold their op names, attributes (the same objects), data (the same) and shapes."""
+    _, ops, decls, (names, attrs, data, shapes) = checked
+    return [*map(_OP, ops)] == names and [*map(_SHAPE, decls)] == shapes \
+        and all(map(is_, map(_ATTRS, ops), attrs)) and all(map(is_, map(_DATA, decls), data))
 
 
 def _still_valid(graph: Graph, state: tuple, sealed: bool) -> bool:
@@ -236,21 +258,25 @@ def _still_valid(graph: Graph, state: tuple, sealed: bool) -> bool:
     accept other types, see :func:`plan_for`) and nothing replaced since, for a sealed graph
     (never leaves the interpreter) no op function (a test's or caller's wrapper).
 
-    A graph the caller holds is compared with its snapshot only when something was edited
-    since it was last found unchanged (:data:`_edits.TICK` moved) or it holds a container
-    that is not watched."""
+    A graph the caller holds is compared with its snapshot in full only when a block, region,
+    the graph or one of their containers was edited since it was last found unchanged
+    (:data:`_edits.TICK` moved) or it holds a container that is not watched; else only its
+    operators and declarations are (see :func:`_checked_at`)."""
     snapshot = state[0]
     if state[2] != graph.version:
         return False
+    if not all(map(is_, map(REGISTRY.get, snapshot[1]), snapshot[2])):
+        return False
     if sealed:
-        return all(map(is_, map(REGISTRY.get, snapshot[1]), snapshot[2]))
-    checked = state[4]
-    if checked[0] == _edits.TICK:  # no edit since: only the op functions can have changed
-        return all(map(is_, map(REGISTRY.get, snapshot[1]), snapshot[2]))
+        return True
+    holder = state[4]
+    checked = holder[0]
+    if checked is not None and checked[0] == _edits.TICK:
+        return _leaves_unchanged(checked)
     tick = _edits.TICK
     if not _unchanged(graph, snapshot):
         return False
-    checked[0] = _checked_at(graph, tick)
+    holder[0] = _checked_at(graph, tick)
     return True
 
 
