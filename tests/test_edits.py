@@ -226,3 +226,16 @@ def test_runs_of_one_graph_from_several_threads_agree() -> None:
         t.join()
     for i, x in enumerate(xs):
         np.testing.assert_array_equal(results[i], np.abs(x + np.arange(-3, 3).reshape(2, 3)))
+
+
+def test_replacing_an_op_function_moves_the_tick_and_a_cached_graph_uses_it(monkeypatch) -> None:
+    from tosa_verify.ops.registry import REGISTRY
+
+    data = _add_graph()
+    before_run = tosa_verify.run(data, [_X])[0]
+    tosa_verify.run(data, [_X])  # (the sealed graph recorded the tick)
+    before = _edits.TICK
+    abs_function = REGISTRY["ABS"]
+    monkeypatch.setitem(REGISTRY, "ABS", lambda call: [abs_function(call)[0] + np.int32(1)])
+    assert _edits.TICK != before
+    np.testing.assert_array_equal(tosa_verify.run(data, [_X])[0], before_run + 1)

@@ -220,37 +220,39 @@ def current_blocks(graph: Graph) -> frozenset[int]:
             snapshot = ([], names, tuple(map(REGISTRY.get, names)))
         else:
             snapshot = _graph_snapshot(graph)
-        state = (snapshot, frozenset(map(id, blocks)), graph.version, {}, [None if sealed else _checked_at(graph, tick)])
+        state = (snapshot, frozenset(map(id, blocks)), graph.version, {}, [_checked_at(graph, tick, sealed)])
         graph.__dict__["_verified"] = state
     return state[1]
 
 
-def _checked_at(graph: Graph, tick: int) -> tuple | None:
+def _checked_at(graph: Graph, tick: int, sealed: bool) -> tuple | None:
     """What stands in for the comparison of ``graph`` with its snapshot while :data:`_edits.TICK`
-    stays at ``tick``: ``(tick, operators, declarations, their values)``; None when the graph
+    stays at ``tick`` (no op function replaced, nothing watched edited): ``(tick, operators,
+    declarations, their values)``, just ``(tick,)`` for a sealed graph; None when the graph
     holds a container that is not watched (see :func:`_edits.watched`).
 
     Blocks, regions, the graph and their containers move the tick when edited; operators and
-    declarations (many, built by the loader at full speed) do not: their op names, attributes,
-    data and shapes are compared on each run, with C-level ``map`` only."""
+    declarations (many, built by the loader at full speed) do not: their op names and shapes,
+    attributes and data are compared on each run, with C-level ``map`` only."""
+    if sealed:
+        return (tick,)
     if not _edits.watched(graph):
         return None
     blocks = [b for r in graph.regions for b in r.blocks]
     ops = [o for b in blocks for o in b.operators]
     decls = [d for b in blocks for d in (*b.tensors.values(), *b.shapes.values())]
-    return tick, ops, decls, _leaf_values(ops, decls)
+    return tick, ops, decls, _leaf_values(ops, decls), [*map(_ATTRS, ops), *map(_DATA, decls)]
 
 
-def _leaf_values(ops: list[Operator], decls: list[Tensor]) -> tuple[list, list, list, list]:
-    return [*map(_OP, ops)], [*map(_ATTRS, ops)], [*map(_DATA, decls)], [*map(_SHAPE, decls)]
+def _leaf_values(ops: list[Operator], decls: list[Tensor]) -> list:
+    return [*map(_OP, ops), *map(_SHAPE, decls)]
 
 
 def _leaves_unchanged(checked: tuple) -> bool:
     """Whether the operators and declarations of ``checked`` (see :func:`_checked_at`) still
-    hold their op names, attributes (the same objects), data (the same) and shapes."""
-    _, ops, decls, (names, attrs, data, shapes) = checked
-    return [*map(_OP, ops)] == names and [*map(_SHAPE, decls)] == shapes \
-        and all(map(is_, map(_ATTRS, ops), attrs)) and all(map(is_, map(_DATA, decls), data))
+    hold their op names and shapes (equal values), attributes and data (the same objects)."""
+    _, ops, decls, values, objects = checked
+    return _leaf_values(ops, decls) == values and all(map(is_, [*map(_ATTRS, ops), *map(_DATA, decls)], objects))
 
 
 def _still_valid(graph: Graph, state: tuple, sealed: bool) -> bool:
@@ -258,25 +260,24 @@ def _still_valid(graph: Graph, state: tuple, sealed: bool) -> bool:
     accept other types, see :func:`plan_for`) and nothing replaced since, for a sealed graph
     (never leaves the interpreter) no op function (a test's or caller's wrapper).
 
-    A graph the caller holds is compared with its snapshot in full only when a block, region,
-    the graph or one of their containers was edited since it was last found unchanged
-    (:data:`_edits.TICK` moved) or it holds a container that is not watched; else only its
-    operators and declarations are (see :func:`_checked_at`)."""
-    snapshot = state[0]
+    While :data:`_edits.TICK` stays where it was when the graph was last found unchanged, no op
+    function was replaced and no block, region, graph or container of theirs edited: only the
+    operators and declarations of a graph the caller holds are compared then (see
+    :func:`_checked_at`); else the whole snapshot, and a graph holding a container that is not
+    watched on every run."""
     if state[2] != graph.version:
         return False
-    if not all(map(is_, map(REGISTRY.get, snapshot[1]), snapshot[2])):
-        return False
-    if sealed:
-        return True
     holder = state[4]
     checked = holder[0]
     if checked is not None and checked[0] == _edits.TICK:
-        return _leaves_unchanged(checked)
+        return sealed or _leaves_unchanged(checked)
     tick = _edits.TICK
-    if not _unchanged(graph, snapshot):
+    snapshot = state[0]
+    if not all(map(is_, map(REGISTRY.get, snapshot[1]), snapshot[2])):
         return False
-    holder[0] = _checked_at(graph, tick)
+    if not sealed and not _unchanged(graph, snapshot):
+        return False
+    holder[0] = _checked_at(graph, tick, sealed)
     return True
 
 
