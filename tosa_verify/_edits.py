@@ -1,21 +1,24 @@
-"""Edit tracking for loaded graphs: a tick that changes on every edit of a graph object.
+"""Edit tracking for loaded graphs: a tick that changes on every edit of a graph's structure.
 
 A caller may edit a :class:`~tosa_verify.graph.Graph` it holds between runs; the plans cached
 on it must then be rebuilt (see :func:`tosa_verify.plan.current_blocks`). Comparing a snapshot
-of the whole graph on every run costs as much as running a one-operator graph, so the graph
-classes (:class:`Watched`) and the containers a loaded graph holds (:class:`WatchedList`,
-:class:`WatchedDict`) change :data:`TICK` on every attribute assignment and every in-place
-change. A run whose graph was checked at the tick now in force skips the comparison; any edit
-anywhere (of any graph) makes the next run of every graph compare in full once.
+of the whole graph on every run costs as much as running a one-operator graph, so the graph,
+its regions and blocks (:class:`Watched`), the containers a loaded graph holds and the op
+registry (:class:`WatchedList`, :class:`WatchedDict`) change :data:`TICK` on every attribute
+assignment and every in-place change. While the tick stays where it was when a graph was last
+found unchanged, a run compares only its operators and declarations (too many to build with a
+hook at load time: see :func:`tosa_verify.plan._checked_at`); any edit anywhere (of any graph)
+makes the next run of every graph compare in full once.
 
-The loader builds its objects with :func:`constructor` (no tick: loading a graph edits none),
-and a graph holding a container of another type (a plain list a caller assigned) is compared
-in full on every run, as that container can change unseen (see :func:`watched`).
+The loader builds the watched objects with :func:`constructor` (no tick: loading a graph edits
+none), and a graph holding a container of another type (a plain list a caller assigned) is
+compared in full on every run, as that container can change unseen (see :func:`watched`).
 
->>> before = TICK
+>>> from tosa_verify import _edits
+>>> before = _edits.TICK
 >>> items = WatchedList([1, 2])
 >>> items.append(3)
->>> TICK != before
+>>> _edits.TICK != before
 True
 """
 
@@ -98,8 +101,9 @@ def constructor(cls: type) -> Callable[..., Any]:
     ... class Point(Watched):
     ...     x: int
     ...     y: int = 0
-    >>> before = TICK
-    >>> constructor(Point)(1), TICK == before
+    >>> from tosa_verify import _edits
+    >>> before = _edits.TICK
+    >>> constructor(Point)(1), _edits.TICK == before
     (Point(x=1, y=0), True)
     """
     fields = dataclasses.fields(cls)
