@@ -1,4 +1,5 @@
-"""Prepared SLICE, PAD, GREATER/GREATER_EQUAL/EQUAL and SELECT (common in one-op graphs):
+"""Prepared SLICE, PAD, GREATER/GREATER_EQUAL/EQUAL, SELECT, MAXIMUM/MINIMUM and CAST (common
+in one-op graphs):
 the plan's kernels, run twice on a loaded graph, against the reference model bit for bit; a
 declaration the checks refuse keeps the op function's error, word for word."""
 
@@ -10,7 +11,7 @@ import tosa_reference_model as reference_model
 import tosa_serializer as ts
 
 import tosa_verify
-from tosa_verify.errors import TosaValidationError
+from tosa_verify.errors import TosaRequireError, TosaValidationError
 from tosa_verify.ops.registry import REGISTRY
 from tosa_verify.plan import plan_for
 
@@ -42,6 +43,8 @@ def _cases() -> dict:
     yf = _RNG.standard_normal((1, 4)).astype(np.float32)
     yf[0, 1] = 0.0
     cond = _RNG.integers(0, 2, size=(3, 1)).astype(np.bool_)
+    xc = np.array([[-0.5, 0.5, 1.5, 2.5, -2.5, 127.4, 300.0, -1e9, np.inf, -np.inf, -0.0, 7.49]], np.float32)
+    xi = _RNG.integers(-(2**31), 2**31, size=(4, 8)).astype(np.int32)
     return {
         "slice": ([x8], _graph(ts.Op.SLICE, [x8], [([3], ts.DType.SHAPE, [1, 2, 0]), ([3], ts.DType.SHAPE, [1, 3, 4])],
                                [1, 3, 4], ts.DType.INT8, "SliceAttribute")),
@@ -50,6 +53,13 @@ def _cases() -> dict:
         **{op.lower(): ([xf, yf], _graph(getattr(ts.Op, op), [xf, yf], [], [3, 4], ts.DType.BOOL, f"{name}Attribute"))
            for op, name in (("GREATER", "Greater"), ("GREATER_EQUAL", "GreaterEqual"), ("EQUAL", "Equal"))},
         "select": ([cond, xf, yf], _graph(ts.Op.SELECT, [cond, xf, yf], [], [3, 4], ts.DType.FP32, "SelectAttribute")),
+        "maximum": ([xf, yf], _graph(ts.Op.MAXIMUM, [xf, yf], [], [3, 4], ts.DType.FP32, "MaximumAttribute",
+                                     ts.NanPropagationMode.PROPAGATE)),
+        "minimum": ([xf, yf], _graph(ts.Op.MINIMUM, [xf, yf], [], [3, 4], ts.DType.FP32, "MinimumAttribute",
+                                     ts.NanPropagationMode.IGNORE)),
+        "cast_int8_fp32": ([x8], _graph(ts.Op.CAST, [x8], [], x8.shape, ts.DType.FP32, "CastAttribute")),
+        "cast_fp32_int8": ([xc], _graph(ts.Op.CAST, [xc], [], xc.shape, ts.DType.INT8, "CastAttribute")),
+        "cast_int32_int8": ([xi], _graph(ts.Op.CAST, [xi], [], xi.shape, ts.DType.INT8, "CastAttribute")),
     }
 
 
@@ -81,3 +91,19 @@ def test_a_refused_declaration_keeps_the_op_functions_error(case: str, monkeypat
     with pytest.raises(TosaValidationError) as unprepared:
         tosa_verify.run(graph, feeds)
     assert str(planned.value) == str(unprepared.value)
+
+
+def test_a_prepared_float_to_int_cast_keeps_the_nan_require(monkeypatch) -> None:
+    # (the spec's REQUIRE of a NaN input, which the reference model does not report: the op
+    # function's error is the reference here)
+    x = np.array([[1.0, np.nan]], np.float32)
+    graph = tosa_verify.load(_graph(ts.Op.CAST, [x], [], x.shape, ts.DType.INT8, "CastAttribute"))
+    for _ in range(2):
+        with pytest.raises(TosaRequireError, match=r"operator 0 CAST .*REQUIRE\(input is not NaN") as prepared:
+            tosa_verify.run(graph, [x])
+    assert plan_for(graph.main, graph).steps[0].fn is not REGISTRY["CAST"]
+    function = REGISTRY["CAST"]
+    monkeypatch.setitem(REGISTRY, "CAST", lambda call: function(call))
+    with pytest.raises(TosaRequireError) as unprepared:
+        tosa_verify.run(graph, [x])
+    assert str(prepared.value) == str(unprepared.value)
