@@ -104,10 +104,8 @@ def format_size(size: int) -> str:
 
 
 @functools.cache
-@functools.cache
 def physical_memory() -> int:
-    """Bytes of physical memory of this machine (8 GiB when the OS does not say); asked once
-    (the memory check of every run reads it)."""
+    """Bytes of physical memory of this machine (8 GiB when the OS does not say)."""
     try:
         return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
     except (ValueError, OSError, AttributeError):
