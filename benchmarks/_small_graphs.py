@@ -135,6 +135,18 @@ PROFILES = ("INT", "INT16", "FP")
 
 def lower(name: str, profile: str) -> bytes:
     """TOSA bytes of ``SMALL_MODELS[name]`` lowered by ExecuTorch's Arm backend for ``profile``."""
+    factory, shape = SMALL_MODELS[name]
+    return lower_model(name, factory, shape, profile)
+
+
+def lower_model(name: str, factory: Callable[[], nn.Module], shape: tuple[int, ...], profile: str) -> bytes:
+    """TOSA bytes of ``factory()`` (seeded weights) on an input of ``shape``, lowered by
+    ExecuTorch's Arm backend for ``profile`` (``"INT"``, ``"INT16"`` or ``"FP"``); ``name`` for
+    the error of a model not lowered as one TOSA graph.
+
+    >>> lower_model("mlp", MLP, (1, 64), "FP")[4:8]        # doctest: +SKIP
+    b'TOSA'
+    """
     from executorch.backends.arm.quantizer import (
         TOSAQuantizer,
         get_symmetric_a16w8_quantization_config,
@@ -145,7 +157,6 @@ def lower(name: str, profile: str) -> bytes:
     from executorch.exir import to_edge_transform_and_lower
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-    factory, shape = SMALL_MODELS[name]
     torch.manual_seed(0)
     model = factory().eval()
     example = (torch.randn(*shape, generator=torch.Generator().manual_seed(7)),)
@@ -174,23 +185,37 @@ def small_graphs(cache: Path, progress: Callable[[str], None] | None = None,
     A model ExecuTorch cannot lower fully for a profile is left out (reported to ``progress``);
     so is one not in ``cache`` when not ``lower_missing``.
     """
+    wanted = {f"{name}_{profile}": (name, factory, shape, profile)
+              for name, (factory, shape) in SMALL_MODELS.items() for profile in PROFILES}
+    return cached_graphs(wanted, cache, progress, lower_missing)
+
+
+def cached_graphs(wanted: dict[str, tuple[str, Callable[[], nn.Module], tuple[int, ...], str]], cache: Path,
+                  progress: Callable[[str], None] | None = None, lower_missing: bool = True) -> dict[str, bytes]:
+    """TOSA bytes by key for ``wanted`` (key -> ``(name, factory, shape, profile)``, see
+    :func:`lower_model`), read from ``cache/<key>.tosa`` or lowered and written there.
+
+    A model ExecuTorch cannot lower fully is left out (reported to ``progress``); so is one not
+    in ``cache`` when not ``lower_missing``.
+
+    >>> cached_graphs({"mlp_FP": ("mlp", MLP, (1, 64), "FP")}, Path("/tmp/c"))   # doctest: +SKIP
+    {'mlp_FP': b'...'}
+    """
     cache.mkdir(parents=True, exist_ok=True)
     graphs = {}
-    for name in SMALL_MODELS:
-        for profile in PROFILES:
-            key = f"{name}_{profile}"
-            path = cache / f"{key}.tosa"
-            if not path.exists():
-                if not lower_missing:
-                    continue
-                try:
-                    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                        path.write_bytes(lower(name, profile))
-                except Exception as exc:  # a gap in the peer's lowering: leave the graph out
-                    if progress:
-                        progress(f"{key}: not lowered ({type(exc).__name__}: {str(exc)[:120]})")
-                    continue
-            graphs[key] = path.read_bytes()
+    for key, (name, factory, shape, profile) in wanted.items():
+        path = cache / f"{key}.tosa"
+        if not path.exists():
+            if not lower_missing:
+                continue
+            try:
+                with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                    path.write_bytes(lower_model(name, factory, shape, profile))
+            except Exception as exc:  # a gap in the peer's lowering: leave the graph out
+                if progress:
+                    progress(f"{key}: not lowered ({type(exc).__name__}: {str(exc)[:120]})")
+                continue
+        graphs[key] = path.read_bytes()
     return graphs
 
 

@@ -20,6 +20,12 @@ has no separate load); then the geometric means.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_interpreter.py --small [--repeats 7] [--cache DIR]
 
+``--tiny`` runs the same table and geometric means over the tiny-graph suite instead
+(``_tiny_graphs``: one or two common torch ops each, 1-10 TOSA operators, lowered by ExecuTorch
+as INT8 and/or FP), where a call's fixed cost (load, plan, binding, checks) dominates.
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_interpreter.py --tiny [--repeats 7] [--cache DIR]
+
 ``--phases`` splits the cold call of each small graph (already in ``--cache``) into its phases:
 loading the bytes, the memory check, the plan (every declaration-only ERROR_IF, prepared
 kernels), the first run; each as a ratio to the reference model's whole call.
@@ -108,16 +114,20 @@ def _seconds(fn, *args) -> float:
     return time.process_time() - start
 
 
-def small_suite(repeats: int, cache: Path, only: str | None = None, lower: bool = True) -> int:
-    """Per-graph table and geometric means ours/reference over :mod:`_small_graphs`."""
+def small_suite(repeats: int, cache: Path, only: str | None = None, lower: bool = True, tiny: bool = False) -> int:
+    """Per-graph table and geometric means ours/reference over :mod:`_small_graphs` (or, with
+    ``tiny``, :mod:`_tiny_graphs`)."""
     import tosa_reference_model
     from _small_graphs import random_inputs, small_graphs
+    from _tiny_graphs import tiny_graphs
 
     import tosa_verify
     from tosa_verify import plan as plan_module
 
-    graphs = small_graphs(cache, progress=lambda m: print(m, flush=True), lower_missing=lower)
-    print(f"small-graph suite, {len(graphs)} ExecuTorch-lowered graphs; median of {repeats}, one thread")
+    graphs = (tiny_graphs if tiny else small_graphs)(cache, progress=lambda m: print(m, flush=True),
+                                                      lower_missing=lower)
+    print(f"{'tiny' if tiny else 'small'}-graph suite, {len(graphs)} ExecuTorch-lowered graphs; "
+          f"median of {repeats}, one thread")
     print(f"{'graph':<26} {'ops':>4} {'ref ms':>7} {'call ours/ref':>14} {'cold call':>10} "
           f"{'loaded ours/ref':>16} {'outputs':>22}")
     call_ratios, cold_ratios, run_ratios = [], [], []
@@ -212,17 +222,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--width", type=float, default=1.0, help="MobileNetV2 width multiplier")
     parser.add_argument("--small", action="store_true", help="the small-graph suite instead of MobileNetV2")
+    parser.add_argument("--tiny", action="store_true",
+                        help="the tiny-graph suite (1-10 operators, _tiny_graphs) instead of MobileNetV2")
     parser.add_argument("--cached-only", action="store_true", help="small suite: only graphs already in --cache")
     parser.add_argument("--phases", action="store_true",
                         help="small suite (graphs already in --cache): a cold call's phases against the reference")
     parser.add_argument("--only", help="small suite: only graphs whose name contains this")
-    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "tosa_verify_small_graphs",
-                        help="small suite: directory of the lowered graphs (reused across runs)")
+    parser.add_argument("--cache", type=Path, help="small or tiny suite: directory of the lowered graphs "
+                        "(reused across runs; default tosa_verify_small_graphs or tosa_verify_tiny_graphs in the "
+                        "temporary directory)")
     args = parser.parse_args(argv)
+    if args.cache is None:
+        args.cache = Path(tempfile.gettempdir()) / f"tosa_verify_{'tiny' if args.tiny else 'small'}_graphs"
     if args.phases:
         return phases(args.repeats, args.cache, args.only)
-    if args.small:
-        return small_suite(args.repeats, args.cache, args.only, not args.cached_only)
+    if args.small or args.tiny:
+        return small_suite(args.repeats, args.cache, args.only, not args.cached_only, args.tiny)
     import tosa_verify
 
     print(f"MobileNetV2 width {args.width}, 224x224, lowered by ExecuTorch's Arm backend; median of {args.repeats}")

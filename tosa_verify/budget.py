@@ -147,7 +147,10 @@ def _memory_source() -> tuple[int, str]:
             return parse_size(env), ENV_MAX_MEMORY
         except ValueError as exc:
             raise TosaInputError(f"{ENV_MAX_MEMORY}: {exc}") from None
-    return physical_memory() // 2, f"half of physical memory; set {ENV_MAX_MEMORY} or --max-memory"
+    return physical_memory() // 2, _HALF_OF_PHYSICAL
+
+
+_HALF_OF_PHYSICAL = f"half of physical memory; set {ENV_MAX_MEMORY} or --max-memory"
 
 
 def max_memory() -> int:

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from . import _lean_read
+from ._edits import Watched, WatchedDict, WatchedList, constructor
 from ._flatbuffer import _I32, _U16, _U32, Field, Table, table_layout, unpacker
 from .dtypes import (
     BS_BLOCK,
@@ -83,7 +84,7 @@ class Operator:
 
 
 @dataclass
-class Block:
+class Block(Watched):
     """A basic block: its operators in order, tensors by name, and its interface."""
 
     name: str
@@ -102,7 +103,7 @@ class Block:
 
 
 @dataclass
-class Region:
+class Region(Watched):
     """A region: a named list of blocks (the first is the region's entry block)."""
 
     name: str
@@ -110,7 +111,7 @@ class Region:
 
 
 @dataclass
-class Graph:
+class Graph(Watched):
     """A whole TOSA graph. ``main`` is the first block of the first region.
 
     >>> g = load("model.tosa")            # doctest: +SKIP
@@ -149,6 +150,16 @@ class Graph:
     def version_string(self) -> str:
         major, minor, patch, draft = self.version
         return f"{major}.{minor}.{patch}" + ("d" if draft else "")
+
+
+#: The loader's constructors of the watched classes: a loaded graph's objects are built without
+#: changing the edit tick (see :mod:`tosa_verify._edits`), its containers watched for edits.
+_block, _region, _graph = constructor(Block), constructor(Region), constructor(Graph)
+
+
+def _new_block(name: str, operators: list, tensors: dict, inputs: list, outputs: list, shapes: dict) -> Block:
+    return _block(name, WatchedList(operators), WatchedDict(tensors), WatchedList(inputs), WatchedList(outputs),
+                  WatchedDict(shapes))
 
 
 def _snake(name: str) -> str:
@@ -440,7 +451,7 @@ def _make_shape(buf: bytes, name: str, rank: int, start: int, length: int) -> Te
 
 
 def _make_block(name: str, operators: list, tensors: list, inputs: list, outputs: list, shapes: list) -> Block:
-    return Block(name, operators, {t.name: t for t in tensors}, inputs, outputs, {s.name: s for s in shapes})
+    return _new_block(name, operators, {t.name: t for t in tensors}, inputs, outputs, {s.name: s for s in shapes})
 
 
 #: The constructors of :func:`._lean_read.read_graph`.
@@ -495,7 +506,7 @@ def _read_block(block: Table, op_names: dict[int, str]) -> Block:
         data = decode_constant(raw, "SHAPE", (rank,)) if raw is not None and raw.size else None
         shapes[name] = Tensor(name=name, shape=(rank,), dtype="SHAPE", data=data)
     operators = _read_operators(block, fb, op_names)
-    return Block(
+    return _new_block(
         name=block.string(fb["Name"]),
         operators=operators,
         tensors=tensors,
@@ -520,7 +531,7 @@ def parse(data: bytes) -> Graph:
     data = bytes(data)
     lean = _lean_read.read_graph(data, _MAKERS)
     if lean is not None:
-        version, regions = lean[0], [Region(name, blocks) for name, blocks in lean[1]]
+        version, regions = lean[0], [_region(name, WatchedList(blocks)) for name, blocks in lean[1]]
     else:
         version, regions = _read_graph(data, _op_names())
     if version[0] != 1 or version[1] not in (0, 1):
@@ -530,7 +541,7 @@ def parse(data: bytes) -> Graph:
         )
     if not regions or not regions[0].blocks:
         raise TosaFormatError("TOSA graph has no region or no basic block")
-    return Graph(version=version, regions=regions, raw=data)
+    return _graph(version=version, regions=WatchedList(regions), raw=data)
 
 
 def _read_graph(data: bytes, op_names: dict[int, str]) -> tuple[tuple[int, int, int, bool], list[Region]]:
@@ -546,7 +557,7 @@ def _read_graph(data: bytes, op_names: dict[int, str]) -> tuple[tuple[int, int, 
         regions = []
         for region in root.tables(fg["Regions"]):
             blocks = [_read_block(b, op_names) for b in region.tables(fr["Blocks"])]
-            regions.append(Region(name=region.string(fr["Name"]), blocks=blocks))
+            regions.append(_region(name=region.string(fr["Name"]), blocks=WatchedList(blocks)))
     except TosaError:
         raise
     except Exception as exc:  # flatbuffers raises struct.error/IndexError/UnicodeError on corruption

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import ops as _ops  # noqa: F401  (imports every op family so the registry is full)
+from ._fastrun import fast_run
 from ._runpath import bind_fast, compiled_steps, quiet, run_io
 from .budget import cached_graph_memory, check_need
 from .dtypes import dtype_info, to_reference_form, to_working
@@ -297,8 +298,12 @@ def run(source: Source, inputs: Inputs, *, capture: bool = False,
     ...     y = tosa_verify.run("streaming.tosa", [frame], variables=state)
     """
     graph = cached_graph(source)
-    block = graph.main
     current = current_blocks(graph)  # (the graph-only work of a run is cached with its plans)
+    if not capture and variables is None:
+        outputs = fast_run(graph, current, inputs, Interpreter, _caller_outputs)
+        if outputs is not None:
+            return outputs
+    block = graph.main
     io = run_io(graph)
     values = bind_fast(io, inputs) or bind_inputs(block, inputs)
     # refuse a graph over the memory budget before anything runs (after the inputs' checks)

@@ -31,6 +31,7 @@ from operator import attrgetter, is_
 
 import numpy as np
 
+from . import _edits
 from .budget import cached_graph_memory, check_need
 from .dtypes import dtype_info
 from .errors import TosaError, TosaUnsupportedError, TosaValidationError
@@ -91,7 +92,7 @@ class BlockPlan:
         return entries
 
 
-_OP, _DATA = attrgetter("op"), attrgetter("data")
+_OP, _DATA, _ATTRS, _SHAPE = attrgetter("op"), attrgetter("data"), attrgetter("attrs"), attrgetter("shape")
 
 
 def _fingerprint(block: Block) -> tuple:
@@ -209,6 +210,7 @@ def current_blocks(graph: Graph) -> frozenset[int]:
     state = graph.__dict__.get("_verified")
     sealed = graph.__dict__.get("_sealed", False)
     if state is None or not _still_valid(graph, state, sealed):
+        tick = _edits.TICK  # (read before the snapshot: an edit from now on changes it)
         blocks = [b for r in graph.regions for b in r.blocks]
         for block in blocks:
             block.__dict__.pop("_plan", None)
@@ -218,21 +220,65 @@ def current_blocks(graph: Graph) -> frozenset[int]:
             snapshot = ([], names, tuple(map(REGISTRY.get, names)))
         else:
             snapshot = _graph_snapshot(graph)
-        state = (snapshot, frozenset(map(id, blocks)), graph.version, {})
+        state = (snapshot, frozenset(map(id, blocks)), graph.version, {}, [_checked_at(graph, tick, sealed)])
         graph.__dict__["_verified"] = state
     return state[1]
+
+
+def _checked_at(graph: Graph, tick: int, sealed: bool) -> tuple | None:
+    """What stands in for the comparison of ``graph`` with its snapshot while :data:`_edits.TICK`
+    stays at ``tick`` (no op function replaced, nothing watched edited): ``(tick, operators,
+    declarations, their values)``, just ``(tick,)`` for a sealed graph; None when the graph
+    holds a container that is not watched (see :func:`_edits.watched`).
+
+    Blocks, regions, the graph and their containers move the tick when edited; operators and
+    declarations (many, built by the loader at full speed) do not: their op names and shapes,
+    attributes and data are compared on each run, with C-level ``map`` only."""
+    if sealed:
+        return (tick,)
+    if not _edits.watched(graph):
+        return None
+    blocks = [b for r in graph.regions for b in r.blocks]
+    ops = [o for b in blocks for o in b.operators]
+    decls = [d for b in blocks for d in (*b.tensors.values(), *b.shapes.values())]
+    return tick, ops, decls, _leaf_values(ops, decls), [*map(_ATTRS, ops), *map(_DATA, decls)]
+
+
+def _leaf_values(ops: list[Operator], decls: list[Tensor]) -> list:
+    return [*map(_OP, ops), *map(_SHAPE, decls)]
+
+
+def _leaves_unchanged(checked: tuple) -> bool:
+    """Whether the operators and declarations of ``checked`` (see :func:`_checked_at`) still
+    hold their op names and shapes (equal values), attributes and data (the same objects)."""
+    _, ops, decls, values, objects = checked
+    return _leaf_values(ops, decls) == values and all(map(is_, [*map(_ATTRS, ops), *map(_DATA, decls)], objects))
 
 
 def _still_valid(graph: Graph, state: tuple, sealed: bool) -> bool:
     """Whether the plans of ``state`` still hold: built for this version (plans of another
     accept other types, see :func:`plan_for`) and nothing replaced since, for a sealed graph
-    (never leaves the interpreter) no op function (a test's or caller's wrapper)."""
-    snapshot = state[0]
+    (never leaves the interpreter) no op function (a test's or caller's wrapper).
+
+    While :data:`_edits.TICK` stays where it was when the graph was last found unchanged, no op
+    function was replaced and no block, region, graph or container of theirs edited: only the
+    operators and declarations of a graph the caller holds are compared then (see
+    :func:`_checked_at`); else the whole snapshot, and a graph holding a container that is not
+    watched on every run."""
     if state[2] != graph.version:
         return False
-    if sealed:
-        return all(map(is_, map(REGISTRY.get, snapshot[1]), snapshot[2]))
-    return _unchanged(graph, snapshot)
+    holder = state[4]
+    checked = holder[0]
+    if checked is not None and checked[0] == _edits.TICK:
+        return sealed or _leaves_unchanged(checked)
+    tick = _edits.TICK
+    snapshot = state[0]
+    if not all(map(is_, map(REGISTRY.get, snapshot[1]), snapshot[2])):
+        return False
+    if not sealed and not _unchanged(graph, snapshot):
+        return False
+    holder[0] = _checked_at(graph, tick, sealed)
+    return True
 
 
 def run_cache(graph: Graph) -> dict:

@@ -75,6 +75,29 @@ def _concat_checks(call: OpCall) -> int:
 @register("PAD", operands=("input1", "padding", "pad_const"))
 def pad(call: OpCall) -> list[np.ndarray]:
     """PAD: surround ``input1`` with ``pad_const``; ``padding`` is [start0, end0, start1, ...]."""
+    out_shape, inner = _pad_checks(call)
+    return [_padded(call.inputs[0], np.asarray(call.inputs[2]).reshape(-1)[0], out_shape, inner)]
+
+
+@register_prepare("PAD")
+def prepare_pad(call: OpCall):
+    """PAD with constant ``padding`` and ``pad_const``: every check once; a run only pads."""
+    if len(call.inputs) != 3 or call.inputs[1] is None or call.inputs[2] is None:
+        return None
+    out_shape, inner = _pad_checks(call)
+    pad_value = np.asarray(call.inputs[2]).reshape(-1)[0]
+    return lambda run: [_padded(run.inputs[0], pad_value, out_shape, inner)]
+
+
+def _padded(x: np.ndarray, pad_value, out_shape: tuple[int, ...], inner: tuple[slice, ...]) -> np.ndarray:
+    out = np.full(out_shape, pad_value, dtype=x.dtype)
+    out[inner] = x
+    return out
+
+
+def _pad_checks(call: OpCall) -> tuple[tuple[int, ...], tuple[slice, ...]]:
+    """The ERROR_IFs of PAD (declarations and the padding operand); returns the output shape and
+    where ``input1`` goes in it."""
     call.check_arity(3, 1)
     check_same_dtype(call, _layout_types(call), 0, 2)
     in_shape = tuple(call.input_decls[0].shape)
@@ -91,11 +114,7 @@ def pad(call: OpCall) -> list[np.ndarray]:
             out_shape[i] != before + in_shape[i] + after,
             "shape[i] != padding[i * 2] + shape1[i] + padding[(i * 2) + 1]",
         )
-    pad_value = np.asarray(call.inputs[2]).reshape(-1)[0]
-    out = np.full(out_shape, pad_value, dtype=call.inputs[0].dtype)
-    inner = tuple(slice(padding[2 * i], padding[2 * i] + in_shape[i]) for i in range(len(in_shape)))
-    out[inner] = call.inputs[0]
-    return [out]
+    return out_shape, tuple(slice(padding[2 * i], padding[2 * i] + in_shape[i]) for i in range(len(in_shape)))
 
 
 @register("RESHAPE", operands=("input1", "shape"))
@@ -146,6 +165,20 @@ def reverse(call: OpCall) -> list[np.ndarray]:
 @register("SLICE", operands=("input1", "start", "size"))
 def slice_(call: OpCall) -> list[np.ndarray]:
     """SLICE: the block of ``input1`` starting at ``start`` with extent ``size``."""
+    return [np.ascontiguousarray(call.inputs[0][_slice_checks(call)])]
+
+
+@register_prepare("SLICE")
+def prepare_slice(call: OpCall):
+    """SLICE with constant ``start`` and ``size``: every check once; a run only slices."""
+    if len(call.inputs) != 3 or call.inputs[1] is None or call.inputs[2] is None:
+        return None
+    window = _slice_checks(call)
+    return lambda run: [np.ascontiguousarray(run.inputs[0][window])]
+
+
+def _slice_checks(call: OpCall) -> tuple[slice, ...]:
+    """The ERROR_IFs of SLICE (declarations and the start/size operands); returns the window."""
     call.check_arity(3, 1)
     check_same_dtype(call, _layout_types(call), 0)
     in_shape = tuple(call.input_decls[0].shape)
@@ -167,8 +200,7 @@ def slice_(call: OpCall) -> list[np.ndarray]:
             start[i] + size[i] > in_shape[i], "start[index] + size[index] > shape1[index]"
         )
         call.error_if(out_shape[i] != size[i], "shape[index] != size[index]")
-    window = tuple(slice(s, s + n) for s, n in zip(start, size, strict=True))
-    return [np.ascontiguousarray(call.inputs[0][window])]
+    return tuple(slice(s, s + n) for s, n in zip(start, size, strict=True))
 
 
 @register("TILE", operands=("input1", "multiples"))

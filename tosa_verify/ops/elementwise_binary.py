@@ -262,6 +262,18 @@ def _min_max(call: OpCall, fn) -> list[np.ndarray]:
     return [fn(a, b, mode, dt in FP_TYPES).astype(_working(call), copy=False)]
 
 
+@register_prepare("MAXIMUM", "MINIMUM")
+def prepare_min_max(call: OpCall):
+    """MAXIMUM/MINIMUM with the (static) arity, type, broadcast and ``nan_mode`` checks made
+    once; a run relies on numpy's broadcasting, which equals the spec's once the ranks match."""
+    call.check_arity(2, 1)
+    call.check_types(_int64.with_int64(call, _ADD_TYPES, _I64_ROW))
+    check_broadcast(call, 0, 1)
+    mode, is_float, working = nan_mode(call), call.in_dtype(0) in FP_TYPES, _working(call)
+    fn = apply_max if call.op == "MAXIMUM" else apply_min
+    return lambda run: [fn(run.inputs[0], run.inputs[1], mode, is_float).astype(working, copy=False)]
+
+
 @register("MAXIMUM")
 def maximum(call: OpCall) -> list[np.ndarray]:
     """MAXIMUM: elementwise ``apply_max_s`` honouring ``nan_mode``."""

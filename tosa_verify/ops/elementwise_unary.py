@@ -45,13 +45,41 @@ def abs_(call: OpCall) -> list[np.ndarray]:
 
     For floats -0 gives +0 and NaN stays NaN, which ``np.abs`` does exactly.
     """
-    x, dt = _unary(call, _int64.with_int64(call, (("INT32", "INT32"),) + _FP, ("INT64",) * 2))
+    x, dt = _unary(call, _abs_types(call))
     if dt == "INT64":
         return [_int64.negate_abs(call, x, negate=False)]
     if dt == "INT32":
-        lo, _ = int_range(dt)
-        call.require(not np.any(x == lo), "apply_sub_s(0, value1) fits int32 (value1 != INT32_MIN)")
+        _abs_int32(call, x)
     return [np.abs(x)]
+
+
+def _abs_types(call: OpCall) -> tuple[tuple[str, ...], ...]:
+    return _int64.with_int64(call, (("INT32", "INT32"),) + _FP, ("INT64",) * 2)
+
+
+_INT32_MIN = int_range("INT32")[0]
+
+
+def _abs_int32(call: OpCall, x: np.ndarray) -> None:
+    """ABS's REQUIRE on int32: ``0 - x`` fits (no element is INT32_MIN)."""
+    call.require(not (x == _INT32_MIN).any(), "apply_sub_s(0, value1) fits int32 (value1 != INT32_MIN)")
+
+
+@register_prepare("ABS")
+def prepare_abs(call: OpCall):
+    """ABS with its (static) checks made once: ``np.abs``, for int32 after the data REQUIRE;
+    INT64 keeps the op function."""
+    _, dt = _unary(call, _abs_types(call))
+    if dt == "INT64":
+        return None
+    if dt == "INT32":
+        def abs_int32(run: OpCall) -> list[np.ndarray]:
+            x = run.inputs[0]
+            _abs_int32(run, x)
+            return [np.abs(x)]
+
+        return abs_int32
+    return lambda run: [np.abs(run.inputs[0])]
 
 
 @register("BITWISE_NOT")

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
+from .._edits import WatchedDict
 from ..errors import TosaRequireError, TosaValidationError
 from .facts import FACTS, Compliance, ComplianceRule, KernelSize, OpFacts
 
@@ -19,8 +20,10 @@ if TYPE_CHECKING:
 
 OpFunction = Callable[["OpCall"], Sequence[np.ndarray]]
 
-#: TOSA op name -> implementation. Filled by the op-family modules at import time.
-REGISTRY: dict[str, OpFunction] = {}
+#: TOSA op name -> implementation. Filled by the op-family modules at import time. Watched: a
+#: replaced function (a test's or caller's wrapper) moves the edit tick, so a graph's plans,
+#: which hold the functions, are checked again (see :mod:`tosa_verify._edits`).
+REGISTRY: dict[str, OpFunction] = WatchedDict()
 
 #: TOSA op name -> optional ``prepare`` (see :func:`register_prepare`).
 PREPARE: dict[str, Callable[[OpCall], OpFunction | None]] = {}

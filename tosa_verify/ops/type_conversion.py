@@ -59,6 +59,20 @@ def cast(call: OpCall) -> list[np.ndarray]:
     * to float: round to nearest even from the exact value; overflow gives infinity (NaN for
       FP8E4M3, OCP non-saturating mode).
     """
+    in_t, out_t = _cast_checks(call)
+    return [_cast_values(call, call.inputs[0], in_t, out_t)]
+
+
+@register_prepare("CAST")
+def prepare_cast(call: OpCall):
+    """CAST with its (static) checks made once; a run converts (with the NaN REQUIRE of a float
+    to integer CAST)."""
+    in_t, out_t = _cast_checks(call)
+    return lambda run: [_cast_values(run, run.inputs[0], in_t, out_t)]
+
+
+def _cast_checks(call: OpCall) -> tuple[str, str]:
+    """The ERROR_IFs of CAST (declarations only); returns ``(in_t, out_t)``."""
     call.check_arity(1, 1)
     in_t, out_t = call.in_dtype(), call.out_dtype()
     allowed = _CAST_TYPES.get(in_t, ()) + (_CAST_INT64.get(in_t, ()) if is_tosa_11(call) else ())
@@ -67,15 +81,19 @@ def cast(call: OpCall) -> list[np.ndarray]:
     shape = tuple(call.input_decls[0].shape)
     check_rank(call, len(shape), 0, MAX_RANK, "input")
     call.error_if(tuple(call.out_shape()) != shape, "shape(output) != shape(input)")
-    x = call.inputs[0]
+    return in_t, out_t
+
+
+def _cast_values(call: OpCall, x: np.ndarray, in_t: str, out_t: str) -> np.ndarray:
+    """``x`` converted from ``in_t`` to ``out_t`` (see :func:`cast`)."""
     working = dtype_info(out_t).working
     if out_t == "BOOL":
-        return [x != 0]
+        return x != 0
     if in_t == "BOOL":
-        return [x.astype(working)]
+        return x.astype(working)
     if out_t in _FLOATS:
         # one rounding from the exact value: the spec's round_to_nearest_float
-        return [round_to_float(_widen(x), out_t)]
+        return round_to_float(_widen(x), out_t)
     if in_t in _FLOATS:
         xf = _widen(x)
         call.require(
@@ -84,9 +102,9 @@ def cast(call: OpCall) -> list[np.ndarray]:
         # round_to_nearest_int (np.rint: ties to even), then clip; clipping in float64 first keeps
         # infinities and huge values out of the int64 conversion.
         lo, hi = int_range(out_t)
-        return [np.clip(np.rint(xf), lo, hi).astype(working)]
+        return np.clip(np.rint(xf), lo, hi).astype(working)
     # integer -> integer: sign_extend or truncate
-    return [wrap(x.astype(np.int64), out_t).astype(working)]
+    return wrap(x.astype(np.int64), out_t).astype(working)
 
 
 #: RESCALE in_t -> allowed out_t.
