@@ -393,6 +393,10 @@ def _compare(case: EtCase, lm, module) -> str | None:
             return None
         expected = _as_list(lm.quantized_model(*_fresh(case.inputs)))
         raw = lm.run_raw(lm.quantize_inputs(*_fresh(case.inputs)))
+        # the fake-quant model is our decomposed graph: its shapes are checked against torch's
+        for i, (e, r) in enumerate(zip(_as_list(module(*_fresh(case.inputs))), raw, strict=True)):
+            if tuple(e.shape) != tuple(np.shape(r)):
+                return f"output {i}: shape {tuple(np.shape(r))} != {tuple(e.shape)}"
         for i, (e, r, qp) in enumerate(zip(expected, raw, lm.output_qparams, strict=True)):
             e = e.detach()
             r = np.asarray(r)
