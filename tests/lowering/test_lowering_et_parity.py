@@ -4,8 +4,11 @@ reduced to a small model checked against PyTorch (FP) or the fake-quant model (I
 
 from __future__ import annotations
 
+import pytest
 import torch
-from lowering_checks import check_fp, check_int
+from lowering_checks import check_fp, check_int, max_step_error
+
+import lowering
 
 
 class ZeroDimScalarOps(torch.nn.Module):
@@ -31,3 +34,41 @@ def test_zero_dim_result_with_a_number_stays_zero_dim_int():
     expected = model(*inputs)
     got = lm.run(*inputs)
     assert [tuple(g.shape) for g in got] == [tuple(e.shape) for e in expected] == [(), (), ()]
+
+
+class DivMode(torch.nn.Module):
+    def __init__(self, mode):
+        super().__init__()
+        self.mode = mode
+
+    def forward(self, x, y):
+        return torch.div(x, y, rounding_mode=self.mode)
+
+
+def _narrow_int_division_cases():
+    gen = torch.Generator().manual_seed(0)
+    x8 = (torch.randn(4, 8, generator=gen) * 100).to(torch.int8)
+    x8[0, :2] = torch.tensor([-128, 127], dtype=torch.int8)  # -128 // -1 wraps to -128
+    y8 = (torch.rand(4, 8, generator=gen) * 100 + 10).to(torch.int8)
+    y8[0, :2] = torch.tensor([-1, -3], dtype=torch.int8)
+    y16 = (torch.rand(4, 8, generator=gen) * 100 + 10).to(torch.int16)
+    return {"int8_floor": ("floor", (x8, y8)), "int8_by_9_floor": ("floor", (x8, 9)),
+            "int8_by_9.5_floor": ("floor", (x8, 9.5)), "int8_by_int16_trunc": ("trunc", (x8, y16))}
+
+
+@pytest.mark.parametrize("profile", ["FP", "INT"])
+@pytest.mark.parametrize("case", list(_narrow_int_division_cases()))
+def test_narrow_int_rounded_division(case, profile):
+    """test_div_tensor_mode.py int8_floor / int8_int_scalar / int8_float_scalar / int16_trunc:
+    INTDIV takes INT32 only (int8/int16 stayed on the CPU), and an int8 tensor by 9.5 divides
+    in float (it was an integer division by a float constant)."""
+    mode, inputs = _narrow_int_division_cases()[case]
+    model = DivMode(mode).eval()
+    lm = lowering.lower(model, inputs, profile=profile, calibration=[inputs])
+    assert not lm.cpu_nodes, lm.cpu_nodes
+    expected, got = model(*inputs), lm.run(*inputs)[0]
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    if profile == "FP" or not expected.is_floating_point():
+        assert torch.equal(got, expected), (got, expected)
+    else:  # the int8 input is exact; the float quotient is quantized to int8 at the output
+        assert max_step_error(lm, inputs) <= 1

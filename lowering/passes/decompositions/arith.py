@@ -69,6 +69,10 @@ def div_rounding(gm, n, b):
     with a tensor divisor (the elementwise visitor's INTDIV)."""
     x, y = n.args[0], n.args[1]
     mode = arg(n, 2, "rounding_mode")
+    if not is_float(x) and (is_float(y) or (isinstance(y, float) and not y.is_integer())):
+        # an integer tensor by a float divides in float, as PyTorch promotes it
+        x = b(aten._to_copy.default, x, dtype=torch.promote_types(
+            val(x).dtype, val(y).dtype if isinstance(y, fx.Node) else torch.get_default_dtype()))
     if not is_float(x):
         if mode is None or (isinstance(y, fx.Node) and n.target == aten.div.Tensor_mode):
             return None
