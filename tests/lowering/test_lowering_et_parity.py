@@ -72,3 +72,19 @@ def test_narrow_int_rounded_division(case, profile):
         assert torch.equal(got, expected), (got, expected)
     else:  # the int8 input is exact; the float quotient is quantized to int8 at the output
         assert max_step_error(lm, inputs) <= 1
+
+
+class SelectInt(torch.nn.Module):
+    def forward(self, x, dim: int, index: int):
+        return x.select(dim, index)
+
+
+@pytest.mark.parametrize("profile", ["FP", "INT"])
+def test_select_of_a_vector_is_zero_dim(profile):
+    """test_select.py::test_select_int_tosa_*[select1d_0_dim_1_index]: the RESHAPE to the 0-d
+    result was given the shape [1] (the reference model refused the graph)."""
+    x = torch.randn(10, generator=torch.Generator().manual_seed(0)) + 10
+    inputs = (x, 0, 1)
+    lm = check_fp(SelectInt(), inputs, atol=0, rtol=0) if profile == "FP" else \
+        check_int(SelectInt(), inputs, calibration=[inputs])
+    assert tuple(lm.run(*inputs)[0].shape) == ()
