@@ -88,3 +88,24 @@ def test_select_of_a_vector_is_zero_dim(profile):
     lm = check_fp(SelectInt(), inputs, atol=0, rtol=0) if profile == "FP" else \
         check_int(SelectInt(), inputs, calibration=[inputs])
     assert tuple(lm.run(*inputs)[0].shape) == ()
+
+
+class WhereMixed(torch.nn.Module):
+    def forward(self, x, y):
+        return torch.where(x > 0, x, y)
+
+
+@pytest.mark.parametrize("profile", ["FP", "INT"])
+@pytest.mark.parametrize("other", [torch.bool, torch.int8])
+def test_where_with_branches_of_different_dtypes(other, profile):
+    """test_where.py::test_where_self_tosa_FP[float32_tensor_cond_tuple_dtype_bool]: SELECT
+    was given a float and a bool branch (the reference model refused the graph)."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 3, generator=gen)
+    y = torch.tensor([True, False, True]) if other == torch.bool else \
+        torch.randint(-128, 127, (4, 3), generator=gen, dtype=torch.int8)
+    if profile == "FP":
+        check_fp(WhereMixed(), (x, y), atol=0, rtol=0)
+    else:
+        lm = check_int(WhereMixed(), (x, y), calibration=[(x, y)])
+        assert not lm.cpu_nodes and lm.run(x, y)[0].dtype == torch.float32

@@ -215,6 +215,21 @@ def where_scalar(gm, n, b):
     return b(aten.where.self, cond, x, y)
 
 
+@decomposition(aten.where.self)
+def where_mixed_dtypes(gm, n, b):
+    """``where(cond, x, y)`` with branches of different dtypes (float and bool, float and
+    int8): both branches converted to the result's promoted dtype first (TOSA's SELECT takes
+    one type)."""
+    cond, x, y = n.args[:3]
+    if val(n) is None or val(x) is None or val(y) is None or \
+            val(x).dtype == val(y).dtype == val(n).dtype:
+        return None
+    dtype = val(n).dtype
+    x, y = (t if val(t).dtype == dtype else b(aten._to_copy.default, t, dtype=dtype)
+            for t in (x, y))
+    return b(aten.where.self, cond, x, y)
+
+
 @decomposition(aten.tril.default, aten.triu.default)
 def triangle(gm, n, b):
     """tril / triu(x, diagonal): ``where(mask, x, 0)`` with the constant triangle ``mask``
