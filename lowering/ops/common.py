@@ -190,9 +190,13 @@ def compare(em, op: str, a: str, b: str, suffix: str, out: str | None = None) ->
 def select(em, cond: str, a: str, b: str, suffix: str, out: str | None = None) -> str:
     """``a`` where ``cond`` else ``b`` (SELECT, broadcasting size-1 dims; equal ranks)."""
     shapes = [em.writer.shapes[t] for t in (cond, a, b)]
-    out = out or em.new(suffix, [max(d) for d in zip(*shapes, strict=True)], em.writer.dtypes[a])
+    shape = [max(d) for d in zip(*shapes, strict=True)]
+    final = None
+    if out is not None and len(em.writer.shapes[out]) != len(shape):
+        final, out = out, None  # a 0-d result of operands read as [1] (see fp_binary)
+    out = out or em.new(suffix + ("_full" if final else ""), shape, em.writer.dtypes[a])
     em.writer.op("SELECT", [cond, a, b], out)
-    return out
+    return out if final is None else reshape_into(em, out, final, suffix)
 
 
 def fp_unary(em, op: str, a: str, suffix: str, out: str | None = None) -> str:

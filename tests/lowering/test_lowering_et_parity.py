@@ -18,6 +18,38 @@ class ZeroDimScalarOps(torch.nn.Module):
         return x.sum() * 2.0, x.var(keepdim=False, correction=0.5), x.mean() + 1
 
 
+#: ops on 0-d tensors with numbers: each result 0-d, the constants read as 0-d by every op
+ZERO_DIM = {
+    "compare": lambda x: x.sum() > 0.5,
+    "where_number": lambda x: torch.where(x.sum() > 0, x.sum(), 0.0),
+    "rsub": lambda x: 1.0 - x.mean(),
+    "floor_divide": lambda x: x.sum() // 0.3,
+    "maximum_0d_buffer": lambda x: torch.maximum(x.mean(), torch.tensor(0.3)),
+    "relu_scaled": lambda x: torch.relu(x.mean() - 0.5) * 3,
+    "masked_fill": lambda x: x.mean().masked_fill(x.sum() > 0, 2.0),
+}
+
+
+class ZeroDim(torch.nn.Module):
+    def __init__(self, name):
+        super().__init__()
+        self.fn = ZERO_DIM[name]
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+@pytest.mark.parametrize("profile", ["FP", "INT"])
+@pytest.mark.parametrize("name", list(ZERO_DIM))
+def test_zero_dim_ops_with_numbers(name, profile):
+    """A number or 0-d buffer next to a 0-d tensor: the Bessel-factor fix made such constants
+    0-d, so every op reading one (ABS in floor division, SELECT, MAXIMUM) must take 0-d."""
+    x = torch.rand(3, 4, generator=torch.Generator().manual_seed(1))
+    lm = check_fp(ZeroDim(name), (x,)) if profile == "FP" else \
+        check_int(ZeroDim(name), (x,), calibration=[(x,)])
+    assert not lm.cpu_nodes and tuple(lm.run(x)[0].shape) == ()
+
+
 def _inputs():
     return (torch.rand(1, 50, 10, 20, generator=torch.Generator().manual_seed(0)),)
 

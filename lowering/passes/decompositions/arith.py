@@ -9,7 +9,7 @@ import torch
 import torch.fx as fx
 
 from ...graph_utils import get_constant, val
-from ._common import arg, const_like, decomposition, is_float, tensor_operand
+from ._common import arg, const_like, decomposition, is_float, number_const, tensor_operand
 
 aten = torch.ops.aten
 
@@ -198,7 +198,7 @@ def masked_fill(gm, n, b):
     """``where(mask, value, x)``."""
     x, mask, value = n.args[:3]
     if not isinstance(value, fx.Node) and val(x) is not None:
-        value = b.const(gm, torch.tensor([value], dtype=val(x).dtype), "fill")
+        value = number_const(gm, b, value, val(x).dtype, n, "fill")
     return b(aten.where.self, mask, value, x)
 
 
@@ -210,7 +210,7 @@ def where_scalar(gm, n, b):
     if val(n) is None:
         return None
     dtype = val(n).dtype
-    x, y = (t if isinstance(t, fx.Node) else b.const(gm, torch.tensor([t], dtype=dtype), "where")
+    x, y = (t if isinstance(t, fx.Node) else number_const(gm, b, t, dtype, n, "where")
             for t in (x, y))
     return b(aten.where.self, cond, x, y)
 
