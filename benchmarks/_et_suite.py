@@ -270,10 +270,29 @@ def collect(files: Iterable[str] | None = None, kind: str = "ops",
     return cases
 
 
+@contextlib.contextmanager
+def _et_conftest():
+    """``import conftest`` gives ExecuTorch's test conftest while a test module is imported
+    (``test_transpose_conv2d.py`` does, as pytest's rootdir import lets it); whatever module
+    had the name before gets it back."""
+    spec = importlib.util.spec_from_file_location("conftest", _test_dir() / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    saved = sys.modules.get("conftest")
+    sys.modules["conftest"] = module
+    try:
+        yield
+    finally:
+        if saved is None:
+            sys.modules.pop("conftest", None)
+        else:
+            sys.modules["conftest"] = saved
+
+
 def _collect_file(file: str, kind: str, profiles) -> list[EtCase]:
     modname = f"executorch.backends.arm.test.{kind}.{Path(file).stem}"
     allow_torchvision()
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), _et_conftest():
         warnings.simplefilter("ignore")
         try:
             mod = importlib.import_module(modname)
@@ -392,6 +411,10 @@ def _compare(case: EtCase, lm, module) -> str | None:
             return None
         expected = _as_list(lm.quantized_model(*_fresh(case.inputs)))
         raw = lm.run_raw(lm.quantize_inputs(*_fresh(case.inputs)))
+        # the fake-quant model is our decomposed graph: its shapes are checked against torch's
+        for i, (e, r) in enumerate(zip(_as_list(module(*_fresh(case.inputs))), raw, strict=True)):
+            if tuple(e.shape) != tuple(np.shape(r)):
+                return f"output {i}: shape {tuple(np.shape(r))} != {tuple(e.shape)}"
         for i, (e, r, qp) in enumerate(zip(expected, raw, lm.output_qparams, strict=True)):
             e = e.detach()
             r = np.asarray(r)

@@ -234,9 +234,7 @@ class Emitter:
             dtype = "FP16" if arr.dtype == torch.float16 else "FP32"
         else:
             raise LoweringError(f"unsupported constant dtype {arr.dtype}", node=node.name)
-        np_arr = arr.numpy()
-        if np_arr.ndim == 0:
-            np_arr = np_arr.reshape(1)
+        np_arr = arr.numpy()  # a 0-d constant stays 0-d: the ops reading it have 0-d results
         if layout:
             np_arr = np.transpose(np_arr, layout)
         name = self.writer.const(node.name if layout is None else f"{node.name}__nhwc",

@@ -35,11 +35,15 @@ def rescale(em, src: str, out_dtype: str, scales, in_zp: int, out_zp: int, suffi
     izp_dtype = in_dtype if in_dtype in ("INT8", "INT16") else ("INT32" if in_dtype != "INT48" else "INT48")
     izp = em.const(f"{suffix}_izp", [in_zp], izp_dtype, [1])
     ozp = em.const(f"{suffix}_ozp", [out_zp], out_dtype, [1])
+    final = None
+    if out_name is not None and len(em.writer.shapes[out_name]) != len(shape):
+        # a 0-d result computed on operands read as [1] (constants have rank >= 1)
+        final, out_name = out_name, None
     out = out_name or em.new(suffix, shape, out_dtype)
     em.writer.op("RESCALE", [src, m, s, izp, ozp], out, scale32=scale32,
                  rounding_mode="SINGLE_ROUND", per_channel=per_channel or n > 1,
                  input_unsigned=False, output_unsigned=False)
-    return out
+    return out if final is None else reshape_into(em, out, final, suffix)
 
 
 def ties_possible(scale: float) -> bool:
@@ -102,6 +106,12 @@ def int48_to_int32(em, src: str, k: int, suffix: str) -> str:
                  rounding_mode="SINGLE_ROUND", per_channel=False, input_unsigned=False,
                  output_unsigned=False)
     return mid
+
+
+def reshape_into(em, src: str, dst: str, suffix: str) -> str:
+    """RESHAPE ``src`` into the existing tensor ``dst`` (a 0-d result computed at rank 1)."""
+    em.writer.op("RESHAPE", [src, em.const_shape(suffix + "_0d", em.writer.shapes[dst])], dst)
+    return dst
 
 
 def to_int32(em, src: str, qp: QParams, suffix: str, scale: float = 1.0) -> str:
@@ -174,10 +184,7 @@ def fp_binary(em, op: str, a: str, b: str, suffix: str, out: str | None = None,
     elif op == "ARITHMETIC_RIGHT_SHIFT":
         attrs["round"] = False  # PyTorch's >> rounds toward minus infinity
     em.writer.op(op, inputs, out, **attrs)
-    if final is not None:
-        em.writer.op("RESHAPE", [out, em.const_shape(suffix + "_0d", em.writer.shapes[final])], final)
-        return final
-    return out
+    return out if final is None else reshape_into(em, out, final, suffix)
 
 
 def compare(em, op: str, a: str, b: str, suffix: str, out: str | None = None) -> str:
@@ -188,9 +195,13 @@ def compare(em, op: str, a: str, b: str, suffix: str, out: str | None = None) ->
 def select(em, cond: str, a: str, b: str, suffix: str, out: str | None = None) -> str:
     """``a`` where ``cond`` else ``b`` (SELECT, broadcasting size-1 dims; equal ranks)."""
     shapes = [em.writer.shapes[t] for t in (cond, a, b)]
-    out = out or em.new(suffix, [max(d) for d in zip(*shapes, strict=True)], em.writer.dtypes[a])
+    shape = [max(d) for d in zip(*shapes, strict=True)]
+    final = None
+    if out is not None and len(em.writer.shapes[out]) != len(shape):
+        final, out = out, None  # a 0-d result of operands read as [1] (see fp_binary)
+    out = out or em.new(suffix + ("_full" if final else ""), shape, em.writer.dtypes[a])
     em.writer.op("SELECT", [cond, a, b], out)
-    return out
+    return out if final is None else reshape_into(em, out, final, suffix)
 
 
 def fp_unary(em, op: str, a: str, suffix: str, out: str | None = None) -> str:

@@ -234,18 +234,35 @@ def pow_(em, node):
 @register(aten.div.Tensor_mode)
 def integer_division(em, node):
     """Division of integer tensors: INTDIV rounds toward zero ("trunc"); "floor" subtracts one
-    where the remainder is non-zero and its sign differs from the divisor's. Float divisions
+    where the remainder is non-zero and its sign differs from the divisor's. int8/int16
+    operands divide in INT32 and the quotient is cast back to PyTorch's result type. Float divisions
     were decomposed (:mod:`lowering.passes.decompositions.arith`)."""
     a, b = node.args[0], node.args[1]
     mode = node.kwargs.get("rounding_mode", node.args[2] if len(node.args) > 2 else None)
     (na, nb), layout, rank = _operands(em, node, [a, b])
-    if mode not in ("trunc", "floor") or em.dtype(node) != "INT32" or \
-            {em.writer.dtypes[na], em.writer.dtypes[nb]} != {"INT32"}:
+    out_dtype = em.dtype(node)
+    if mode not in ("trunc", "floor") or out_dtype not in _DIVIDABLE or \
+            not {em.writer.dtypes[na], em.writer.dtypes[nb]} <= set(_DIVIDABLE):
         raise LoweringError(f"division of this dtype (rounding_mode={mode!r}) is not supported",
                             node=node.name)
+    # INTDIV takes INT32 only: int8/int16 operands widen exactly, the quotient narrows back
+    # (wrapping, as PyTorch's -128 // -1 does in int8)
+    na, nb = (n if em.writer.dtypes[n] == "INT32" else cast_to(em, n, "INT32", f"in{i}_i32")
+              for i, n in enumerate((na, nb)))
+    out = em.out(node, layout)
+    q32 = _int32_quotient(em, mode, na, nb, rank, out if out_dtype == "INT32" else None)
+    if out_dtype != "INT32":
+        em.writer.op("CAST", [q32], out)
+    em.bind(node, out, layout)
+
+
+_DIVIDABLE = ("INT8", "INT16", "INT32")
+
+
+def _int32_quotient(em, mode: str, na: str, nb: str, rank: int, out: str | None) -> str:
+    """INTDIV of two INT32 tensors, rounded as ``mode`` says, into ``out`` (or a new tensor)."""
     if mode == "trunc":
-        em.bind(node, fp_binary(em, "INTDIV", na, nb, "", out=em.out(node, layout)), layout)
-        return
+        return fp_binary(em, "INTDIV", na, nb, "", out=out)
     q = fp_binary(em, "INTDIV", na, nb, "trunc")
     remainder = fp_binary(em, "SUB", na, fp_binary(em, "MUL", q, nb, "qb"), "rem")
     zero = em.const("zero", [0], "INT32", [1] * rank)
@@ -255,4 +272,4 @@ def integer_division(em, node):
                              compare_op(em, "GREATER", zero, nb, "div_neg"), "signs_differ")
     fix = fp_binary(em, "LOGICAL_AND", inexact, signs_differ, "fix")
     lowered = fp_binary(em, "SUB", q, em.const("one", [1], "INT32", [1] * rank), "minus_one")
-    em.bind(node, select(em, fix, lowered, q, "", out=em.out(node, layout)), layout)
+    return select(em, fix, lowered, q, "", out=out)

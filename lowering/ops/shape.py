@@ -172,7 +172,7 @@ def select(em, node):
     x = _maybe_requant(em, node, x_node, em.tensor(x_node))
     s = _slice(em, x, shape, dim, idx, idx + 1, "slice")
     out = em.out(node)
-    em.writer.op("RESHAPE", [s, em.const_shape("shape", em.shape(node) or [1])], out)
+    em.writer.op("RESHAPE", [s, em.const_shape("shape", em.shape(node))], out)
     em.bind(node, out)
 
 

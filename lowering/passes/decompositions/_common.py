@@ -57,6 +57,8 @@ def const_like(gm, b, value, ref: fx.Node | None, hint="scalar") -> fx.Node:
 
     Integer values next to integer tensors keep the tensor's integer type, ``True``/``False`` next to bool
     tensors stay bool, numbers next to float16 tensors are float16; everything else is float32.
+    Next to a 0-d tensor the constant is 0-d too: a python number does not broadcast a 0-d
+    result to shape ``(1,)`` in PyTorch (``x.sum() * 2`` is 0-d).
 
     Example:
         >>> gm = fx.GraphModule(torch.nn.Module(), fx.Graph())
@@ -75,7 +77,23 @@ def const_like(gm, b, value, ref: fx.Node | None, hint="scalar") -> fx.Node:
         dtype = v.dtype  # an integer number next to int8/int16/int32 keeps that type, as in torch
     elif v is not None and v.dtype == torch.float16:
         dtype = v.dtype  # float16 arithmetic stays float16 (rounded as PyTorch rounds it)
-    return b.const(gm, torch.tensor([value], dtype=dtype), hint)
+    return number_const(gm, b, value, dtype, ref, hint)
+
+
+def number_const(gm, b, value, dtype: torch.dtype, ref: fx.Node | None, hint="scalar") -> fx.Node:
+    """A one-element constant ``value`` of ``dtype``: 0-d next to a 0-d ``ref`` (as a python
+    number broadcasts in PyTorch), else shape ``(1,)``.
+
+    Example:
+        >>> gm = fx.GraphModule(torch.nn.Module(), fx.Graph())
+        >>> from lowering.graph_utils import Builder
+        >>> c = number_const(gm, Builder(gm.graph, gm.graph.output(None)), 3, torch.int8, None)
+        >>> c.meta["tv_val"].shape, c.meta["tv_val"].dtype
+        (torch.Size([1]), torch.int8)
+    """
+    v = val(ref) if ref is not None else None
+    shape = () if v is not None and v.dim() == 0 else (1,)
+    return b.const(gm, torch.full(shape, value, dtype=dtype), hint)
 
 
 def tensor_operand(gm, b, operand, ref: fx.Node, hint="scalar") -> fx.Node:

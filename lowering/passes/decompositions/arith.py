@@ -9,7 +9,7 @@ import torch
 import torch.fx as fx
 
 from ...graph_utils import get_constant, val
-from ._common import arg, const_like, decomposition, is_float, tensor_operand
+from ._common import arg, const_like, decomposition, is_float, number_const, tensor_operand
 
 aten = torch.ops.aten
 
@@ -69,6 +69,10 @@ def div_rounding(gm, n, b):
     with a tensor divisor (the elementwise visitor's INTDIV)."""
     x, y = n.args[0], n.args[1]
     mode = arg(n, 2, "rounding_mode")
+    if not is_float(x) and (is_float(y) or (isinstance(y, float) and not y.is_integer())):
+        # an integer tensor by a float divides in float, as PyTorch promotes it
+        x = b(aten._to_copy.default, x, dtype=torch.promote_types(
+            val(x).dtype, val(y).dtype if isinstance(y, fx.Node) else torch.get_default_dtype()))
     if not is_float(x):
         if mode is None or (isinstance(y, fx.Node) and n.target == aten.div.Tensor_mode):
             return None
@@ -194,7 +198,7 @@ def masked_fill(gm, n, b):
     """``where(mask, value, x)``."""
     x, mask, value = n.args[:3]
     if not isinstance(value, fx.Node) and val(x) is not None:
-        value = b.const(gm, torch.tensor([value], dtype=val(x).dtype), "fill")
+        value = number_const(gm, b, value, val(x).dtype, n, "fill")
     return b(aten.where.self, mask, value, x)
 
 
@@ -206,7 +210,22 @@ def where_scalar(gm, n, b):
     if val(n) is None:
         return None
     dtype = val(n).dtype
-    x, y = (t if isinstance(t, fx.Node) else b.const(gm, torch.tensor([t], dtype=dtype), "where")
+    x, y = (t if isinstance(t, fx.Node) else number_const(gm, b, t, dtype, n, "where")
+            for t in (x, y))
+    return b(aten.where.self, cond, x, y)
+
+
+@decomposition(aten.where.self)
+def where_mixed_dtypes(gm, n, b):
+    """``where(cond, x, y)`` with branches of different dtypes (float and bool, float and
+    int8): both branches converted to the result's promoted dtype first (TOSA's SELECT takes
+    one type)."""
+    cond, x, y = n.args[:3]
+    if val(n) is None or val(x) is None or val(y) is None or \
+            val(x).dtype == val(y).dtype == val(n).dtype:
+        return None
+    dtype = val(n).dtype
+    x, y = (t if val(t).dtype == dtype else b(aten._to_copy.default, t, dtype=dtype)
             for t in (x, y))
     return b(aten.where.self, cond, x, y)
 

@@ -46,7 +46,7 @@ def variance(gm, n, b):
     centered = b(aten.sub.Tensor, x, b(aten.mean.dim, x, dims, True))
     var = b(aten.mean.dim, b(aten.mul.Tensor, centered, centered), dims, keepdim)
     if correction:
-        var = b(aten.mul.Tensor, var, const_like(gm, b, count / (count - correction), None,
+        var = b(aten.mul.Tensor, var, const_like(gm, b, count / (count - correction), var,
                                                  "bessel"))
     if n.target in (aten.std.correction, aten.std.dim, aten.std.default):
         return b(aten.sqrt.default, var)
