@@ -26,6 +26,7 @@ import io
 import itertools
 import json
 import re
+import sys
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
