@@ -63,6 +63,11 @@ class EtCase:
     kwargs: dict = field(default_factory=dict)
 
 
+#: Test modules and cases skipped while collecting (module import failed, e.g. a model that
+#: must be downloaded, or the test body called ``pytest.skip``): id -> reason.
+SKIPPED: dict[str, str] = {}
+
+
 class _NoOp:
     """Anything a test does with its pipeline after building it (stages, checks, run)."""
 
@@ -280,7 +285,8 @@ def _collect_file(file: str, kind: str, profiles) -> list[EtCase]:
             mod = importlib.import_module(modname)
         except KeyboardInterrupt:
             raise
-        except BaseException:  # noqa: BLE001 - needs what is not installed (pytest.skip too)
+        except BaseException as e:  # noqa: BLE001 - needs what is not installed (pytest.skip too)
+            SKIPPED[file] = f"import: {type(e).__name__}: {str(e)[:160]}"
             return []
     calls: list = []
     saved = {}
@@ -307,8 +313,13 @@ def _collect_file(file: str, kind: str, profiles) -> list[EtCase]:
                     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
                         warnings.simplefilter("ignore")
                         fn(**kwargs)
-                except Exception:  # noqa: BLE001 - the test body needs more than a pipeline
-                    pass
+                except Exception as e:  # noqa: BLE001 - the test body needs more than a pipeline
+                    if not calls:  # e.g. from_pretrained without a network
+                        SKIPPED[f"{file}::{name}[{case_id}]"] = f"{type(e).__name__}: {str(e).partition(chr(10))[0][:160]}"
+                except BaseException as e:  # pytest.skip: files or downloads it does not have
+                    if type(e).__name__ != "Skipped":
+                        raise
+                    SKIPPED[f"{file}::{name}[{case_id}]"] = f"pytest.skip: {str(e)[:160]}"
                 for i, (profile, module, data, pkw) in enumerate(calls):
                     inputs = tuple(data) if isinstance(data, (tuple, list)) else (data,)
                     suffix = f"[{case_id}]" if case_id else ""
