@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import torch
 import torch.fx as fx
@@ -15,6 +16,8 @@ from .base import GraphPass, PassContext
 #: of the sum quantized to zero).
 BOUND = 256.0
 _LIMIT = float(torch.finfo(torch.float32).max)
+#: Ops whose float arguments are bounds, left alone.
+_BOUNDS = re.compile(r"clamp|clip|hardtanh|nan_to_num")
 
 
 def _bounded(value):
@@ -25,7 +28,8 @@ def _bounded(value):
 
 class BoundInfiniteScalars(GraphPass):
     """INT only: a scalar argument that is +-inf or float32's largest finite magnitude (how
-    Hugging Face builds attention masks: ``where(mask, 0, finfo.min)``) becomes +-:data:`BOUND`.
+    Hugging Face builds attention masks: ``where(mask, 0, finfo.min)``) becomes +-:data:`BOUND`;
+    the bounds of a clamp stay as they are.
 
     Example:
         >>> import torch
@@ -44,6 +48,7 @@ class BoundInfiniteScalars(GraphPass):
         if ctx.profile != "INT":
             return
         for node in gm.graph.nodes:
-            if node.op == "call_function":
+            # in a bound (clamp(x, max=inf)) the infinity means "no bound", not a value
+            if node.op == "call_function" and not _BOUNDS.search(str(node.target)):
                 node.args = tuple(_bounded(a) for a in node.args)
                 node.kwargs = {k: _bounded(v) for k, v in node.kwargs.items()}

@@ -49,3 +49,15 @@ def test_int_masked_softmax_matches_float_and_float64_fake_quant(fill):
     # which moves a softmax entry by up to ~0.15 here (finfo.min unbounded gave one step of 1e36:
     # every row uniform over masked and kept entries alike)
     assert np.abs(got - expected).max() < 0.25
+
+
+def test_an_infinite_clamp_bound_is_not_a_mask_value():
+    """clamp(x, max=inf) means no upper bound: INT keeps values beyond the mask bound of 256."""
+    model = torch.nn.Hardtanh(0.0, float("inf")).eval()
+    example = (torch.linspace(-100.0, 1000.0, 64).reshape(1, 64),)
+    lm = lowering.lower(model, example, profile="INT", calibration=[example])
+    got = lm.run(*example)[0]
+    qp = lm.output_qparams[0]
+    assert float(got.max()) > 990.0
+    # half an input step (1100/255) plus half an output step
+    assert torch.allclose(got, model(*example), atol=2 * qp.s)
