@@ -8,12 +8,11 @@ from __future__ import annotations
 import sys
 import types
 
-import numpy as np
 import pytest
 import torch
+from lowering_checks import float64_step_diff
 
 import lowering
-from lowering.reference import fake_quant_float64
 
 pytestmark = pytest.mark.slow
 
@@ -41,12 +40,7 @@ def test_t5_int_whole_and_equal_to_float64_fake_quant():
     model, example = _t5()
     lm = lowering.lower(model, example, profile="INT", calibration=[example])
     assert lm.tosa is not None and lm.cpu_nodes == [], lm.cpu_nodes[:3]
-    qp = lm.output_qparams[0]
-    raw = lm.run_raw(lm.quantize_inputs(*example))[0].astype(np.int64)
-    exact = torch.ops.quantized_decomposed.quantize_per_tensor(
-        fake_quant_float64(lm.quantized_model, *example), qp.s, qp.zp, qp.qmin, qp.qmax,
-        qp.dtype).numpy().astype(np.int64)
-    assert np.abs(raw - exact).max() == 0
+    assert float64_step_diff(lm, example).max() == 0
 
 
 def test_t5_fp_whole_and_equal_to_pytorch():
