@@ -191,6 +191,8 @@ def main(argv=None) -> int:
     cases = [c for c in cases if c.skip is None]
     cases = sample(cases, None if args.all else args.per_function)
     print(f"{len(cases)} cases collected in {time.perf_counter() - start:.0f} s", file=sys.stderr)
+    for what, reason in _et_suite.SKIPPED.items():
+        print(f"  skipped {what}: {reason}", file=sys.stderr)
     none = _et_suite.Verdict("error", "not run")
     et_run = None
     if not (args.ours_only or args.executorch_json):
@@ -219,7 +221,8 @@ def main(argv=None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(
             {c.id: {"profile": c.profile, "et_xfail": c.et_xfail, "ours": vars(ours[c.id]),
-                    "executorch": vars(theirs[c.id]) if theirs else None} for c in cases},
+                    "executorch": vars(theirs[c.id]) if theirs else None} for c in cases}
+            | {"skipped": _et_suite.SKIPPED},
             indent=1))
     return 0
 

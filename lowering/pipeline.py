@@ -19,6 +19,7 @@ from .passes import (
     ScalarsToTensors,
 )
 from .passes.base import GraphPass, PassContext
+from .passes.limits import BoundInfiniteScalars
 
 
 def build_pipeline(profile: str) -> list[GraphPass]:
@@ -48,10 +49,12 @@ def annotation_passes() -> list[GraphPass]:
     ``convert_pt2e``.
 
     Example:
-        >>> [p.name for p in annotation_passes()]
-        ['RemoveNoOps', 'FoldConstants', 'FoldBatchNorm', 'DecomposeForTosa', 'ScalarsToTensors']
+        >>> [p.name for p in annotation_passes()]  # doctest: +NORMALIZE_WHITESPACE
+        ['BoundInfiniteScalars', 'RemoveNoOps', 'FoldConstants', 'FoldBatchNorm', 'DecomposeForTosa',
+         'ScalarsToTensors']
     """
-    return [RemoveNoOps(), FoldConstants(), FoldBatchNorm(), DecomposeForTosa(), ScalarsToTensors()]
+    return [BoundInfiniteScalars(), RemoveNoOps(), FoldConstants(), FoldBatchNorm(), DecomposeForTosa(),
+            ScalarsToTensors()]
 
 
 def run_pipeline(gm: fx.GraphModule, ctx: PassContext, passes: list[GraphPass] | None = None,
