@@ -19,7 +19,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..dtypes import dtype_info
-from ..numerics import int_range, wrap
+from ..numerics import clip_ufunc, int_range, wrap
 from ._conv_small import padded_rows, windows
 from .registry import OpCall
 
@@ -88,7 +88,7 @@ def small_avg_pool(p: dict, in_shape) -> Callable | None:
         acc += rounding
         acc >>= shift
         acc += out_zp
-        np.clip(acc, lo, hi, out=acc)
+        clip_ufunc(acc, lo, hi, out=acc)
         return [acc.astype(working)]
 
     return small_avg_pool

@@ -33,7 +33,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..numerics import int_range
+from ..numerics import clip_ufunc, int_range
 from .registry import OpCall
 
 #: Elements per block: the block's float64 buffer (512 KiB) stays in the 1 MiB L2 cache.
@@ -150,7 +150,7 @@ def _blocks(x: np.ndarray, scale: np.ndarray, const: np.ndarray, post: int | Non
                 y += post  # an integer added to an integer below 2**53: exact
         dest = target[start:start + n]
         if unsigned is not None:
-            np.clip(y, 0.0, float(span), out=y)
+            clip_ufunc(y, 0.0, float(span), out=y)
             np.copyto(dest, y, casting="unsafe")  # truncation of a value >= 0: floor
             dest ^= sign  # + lo (mod 2**bits): the sign bit
         else:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import dtype_info
-from ..numerics import count_leading_zeros32, int_range, round_to_float
+from ..numerics import clip_ufunc, count_leading_zeros32, int_range, round_to_float
 from . import _int64
 from ._broadcast import FP_TYPES, check_same_shape, float_rounder, to_f64
 from .facts import abs_error, ulp
@@ -190,7 +190,7 @@ def negate(call: OpCall) -> list[np.ndarray]:
             np.all((-value >= lo) & (-value <= hi)), "apply_sub_s<acc_t>(0, value) fits int32"
         )
     lo, hi = int_range(dt)
-    result = np.clip(-value + I64(out_zp), lo, hi)
+    result = clip_ufunc(-value + I64(out_zp), lo, hi)
     return [result.astype(dtype_info(dt).working)]
 
 

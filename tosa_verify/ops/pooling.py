@@ -12,7 +12,7 @@ import itertools
 import numpy as np
 
 from ..dtypes import dtype_info
-from ..numerics import apply_scale_32, int_range, reciprocal_scale, wrap
+from ..numerics import apply_scale_32, clip_ufunc, int_range, reciprocal_scale, wrap
 from ._int64 import int64_if_11
 from ._layout_support import shape_input
 from ._levels import MAX_KERNEL, MAX_RANK, MAX_STRIDE
@@ -219,7 +219,7 @@ def _avg_pool(call: OpCall, p: dict) -> np.ndarray:
     acc = wrap(acc, "INT32")
     out = apply_scale_32(acc, p["multiplier"], p["shift"], double_round=False) + p["out_zp"]
     lo, hi = int_range(dt)
-    return np.clip(out, lo, hi).astype(dtype_info(dt).working)
+    return clip_ufunc(out, lo, hi).astype(dtype_info(dt).working)
 
 
 @register("MAX_POOL2D")

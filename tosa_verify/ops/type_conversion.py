@@ -12,7 +12,15 @@ import math
 import numpy as np
 
 from ..dtypes import dtype_info, float_values
-from ..numerics import apply_scale_16, apply_scale_32, int_range, round_to_float, saturate, wrap
+from ..numerics import (
+    apply_scale_16,
+    apply_scale_32,
+    clip_ufunc,
+    int_range,
+    round_to_float,
+    saturate,
+    wrap,
+)
 from ._layout_support import check_rank
 from ._levels import MAX_RANK
 from ._mx import MX_ELEMENT_TYPES, SCALE_TYPE, block_size, expand_scales, scale_shape
@@ -102,7 +110,7 @@ def _cast_values(call: OpCall, x: np.ndarray, in_t: str, out_t: str) -> np.ndarr
         # round_to_nearest_int (np.rint: ties to even), then clip; clipping in float64 first keeps
         # infinities and huge values out of the int64 conversion.
         lo, hi = int_range(out_t)
-        return np.clip(np.rint(xf), lo, hi).astype(working)
+        return clip_ufunc(np.rint(xf), lo, hi).astype(working)
     # integer -> integer: sign_extend or truncate
     return wrap(x.astype(np.int64), out_t).astype(working)
 
@@ -625,7 +633,7 @@ def _rescale_single_round(call: OpCall, x: np.ndarray, input_zp: int, output_zp:
     value >>= s
     if output_zp:
         value += output_zp
-    np.clip(value, lo, hi, out=value)
+    clip_ufunc(value, lo, hi, out=value)
     return value.astype(dtype_info(out_t).working)
 
 
@@ -660,6 +668,6 @@ def _rescale_f64(x: np.ndarray, input_zp: int, output_zp: int, multiplier: np.nd
         v *= tiled[: part.size] if per_channel else tiled
         v += 0.5 + output_zp
         np.floor(v, out=v)
-        np.clip(v, lo, hi, out=v)
+        clip_ufunc(v, lo, hi, out=v)
         out[start:start + block] = v
     return out.reshape(x.shape)
