@@ -2,13 +2,15 @@
 
 The first three runs are in-process. pytester restores ``sys.modules`` after each run, and a
 module imported inside one run would be imported a second time into this interpreter by the next
-(torch's export refuses that), so the model is recorded once here first, which imports all that
-the runs use. The last is a real subprocess, the way a
+(torch's export refuses that), so the model is recorded once first (a module-scoped fixture,
+before pytester's snapshot), which imports all that the runs use. The last is a real subprocess, the way a
 user's pytest finds the plugin (its ``pytest11`` entry point) in a fresh interpreter. Each
 subprocess pays a torch and lowering import (~6 s of CPU).
 """
 
 from __future__ import annotations
+
+import pytest
 
 import golden.pytest_plugin  # noqa: F401 - imported before the in-process runs (see above)
 from golden import GoldenStore
@@ -36,10 +38,20 @@ def test_model(tosa_golden):
 """
 
 
-def test_record_then_compare_then_catch_a_regression(pytester, monkeypatch):
+@pytest.fixture(scope="module")
+def warm_imports() -> None:
+    """The test file's model recorded once, which imports all that the in-process runs use.
+
+    Module-scoped, so it runs before the ``pytester`` fixture takes its ``sys.modules``
+    snapshot: pytester drops every module imported after that snapshot when the test ends,
+    and torch refuses a second import of its own (a later test in this worker failed with
+    "Artifact of type=autotune already registered")."""
     namespace: dict = {}
-    exec(TEST_FILE, namespace)  # the test file's build(): warm up the imports (module docstring)
+    exec(TEST_FILE, namespace)
     record_model(*namespace["build"]())
+
+
+def test_record_then_compare_then_catch_a_regression(warm_imports, pytester, monkeypatch):
     pytester.makepyfile(test_golden_model=TEST_FILE)
     golden_dir = pytester.path / "goldens"
 
