@@ -35,11 +35,7 @@ def rescale(em, src: str, out_dtype: str, scales, in_zp: int, out_zp: int, suffi
     izp_dtype = in_dtype if in_dtype in ("INT8", "INT16") else ("INT32" if in_dtype != "INT48" else "INT48")
     izp = em.const(f"{suffix}_izp", [in_zp], izp_dtype, [1])
     ozp = em.const(f"{suffix}_ozp", [out_zp], out_dtype, [1])
-    final = None
-    if out_name is not None and len(em.writer.shapes[out_name]) != len(shape):
-        # a 0-d result computed on operands read as [1] (constants have rank >= 1)
-        final, out_name = out_name, None
-    out = out_name or em.new(suffix, shape, out_dtype)
+    out, final = result_tensor(em, out_name, shape, out_dtype, suffix)
     em.writer.op("RESCALE", [src, m, s, izp, ozp], out, scale32=scale32,
                  rounding_mode="SINGLE_ROUND", per_channel=per_channel or n > 1,
                  input_unsigned=False, output_unsigned=False)
@@ -108,6 +104,15 @@ def int48_to_int32(em, src: str, k: int, suffix: str) -> str:
     return mid
 
 
+def result_tensor(em, out: str | None, shape: list[int], dtype: str, suffix: str) -> tuple[str, str | None]:
+    """(the tensor an op of result ``shape`` writes, the tensor to :func:`reshape_into` after
+    it or None): ``out`` itself (a new tensor when None), unless ``out`` is 0-d and ``shape``
+    is not (a 0-d result computed on operands read as [1]), then a new full-rank tensor."""
+    if out is not None and len(em.writer.shapes[out]) != len(shape):
+        return em.new(suffix + "_full", shape, dtype), out
+    return out or em.new(suffix, shape, dtype), None
+
+
 def reshape_into(em, src: str, dst: str, suffix: str) -> str:
     """RESHAPE ``src`` into the existing tensor ``dst`` (a 0-d result computed at rank 1)."""
     em.writer.op("RESHAPE", [src, em.const_shape(suffix + "_0d", em.writer.shapes[dst])], dst)
@@ -170,11 +175,7 @@ def fp_binary(em, op: str, a: str, b: str, suffix: str, out: str | None = None,
     a = em.broadcast_to_rank(a, r, suffix + "_ra")
     b = em.broadcast_to_rank(b, r, suffix + "_rb")
     shape = [max(x, y) for x, y in zip(em.writer.shapes[a], em.writer.shapes[b], strict=True)]
-    final = None
-    if out is not None and len(em.writer.shapes[out]) != len(shape):
-        # a 0-d result of operands read as [1] (constants have rank >= 1): RESHAPE at the end
-        final, out = out, em.new(suffix + "_full", shape, dtype or em.writer.dtypes[a])
-    out = out or em.new(suffix, shape, dtype or em.writer.dtypes[a])
+    out, final = result_tensor(em, out, shape, dtype or em.writer.dtypes[a], suffix)
     inputs = [a, b]
     if op == "MUL":
         inputs.append(em.const(suffix + "_mulshift", [0], "INT8", [1]))
@@ -196,10 +197,7 @@ def select(em, cond: str, a: str, b: str, suffix: str, out: str | None = None) -
     """``a`` where ``cond`` else ``b`` (SELECT, broadcasting size-1 dims; equal ranks)."""
     shapes = [em.writer.shapes[t] for t in (cond, a, b)]
     shape = [max(d) for d in zip(*shapes, strict=True)]
-    final = None
-    if out is not None and len(em.writer.shapes[out]) != len(shape):
-        final, out = out, None  # a 0-d result of operands read as [1] (see fp_binary)
-    out = out or em.new(suffix + ("_full" if final else ""), shape, em.writer.dtypes[a])
+    out, final = result_tensor(em, out, shape, em.writer.dtypes[a], suffix)
     em.writer.op("SELECT", [cond, a, b], out)
     return out if final is None else reshape_into(em, out, final, suffix)
 
