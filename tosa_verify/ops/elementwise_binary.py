@@ -44,10 +44,15 @@ def _binary(call: OpCall, types, int64: bool = False) -> tuple[np.ndarray, np.nd
 
     ``int64`` also allows the all-INT64 signature of EXT-INT64 (TOSA 1.1 graphs only).
     """
-    call.check_arity(2, 1)
-    call.check_types(_int64.with_int64(call, types, _I64_ROW) if int64 else types)
+    _binary_checks(call, types, int64)
     a, b = broadcast_inputs(call, 0, 1)
     return a, b, call.in_dtype(0)
+
+
+def _binary_checks(call: OpCall, types, int64: bool = False) -> None:
+    """The arity and type-signature ERROR_IFs of :func:`_binary` (a prepare's static checks)."""
+    call.check_arity(2, 1)
+    call.check_types(_int64.with_int64(call, types, _I64_ROW) if int64 else types)
 
 
 def _require_fits(call: OpCall, values: np.ndarray, dtype: str, what: str) -> None:
@@ -82,8 +87,7 @@ def prepare_add_sub(call: OpCall):
 
     A run relies on numpy's broadcasting, which equals the spec's once the ranks match.
     """
-    call.check_arity(2, 1)
-    call.check_types(_int64.with_int64(call, _ADD_TYPES, _I64_ROW))
+    _binary_checks(call, _ADD_TYPES, int64=True)
     check_broadcast(call, 0, 1)
     dt, sign = call.in_dtype(0), (1 if call.op == "ADD" else -1)
     if dt == "FP32":
@@ -266,8 +270,7 @@ def _min_max(call: OpCall, fn) -> list[np.ndarray]:
 def prepare_min_max(call: OpCall):
     """MAXIMUM/MINIMUM with the (static) arity, type, broadcast and ``nan_mode`` checks made
     once; a run relies on numpy's broadcasting, which equals the spec's once the ranks match."""
-    call.check_arity(2, 1)
-    call.check_types(_int64.with_int64(call, _ADD_TYPES, _I64_ROW))
+    _binary_checks(call, _ADD_TYPES, int64=True)
     check_broadcast(call, 0, 1)
     mode, is_float, working = nan_mode(call), call.in_dtype(0) in FP_TYPES, _working(call)
     fn = apply_max if call.op == "MAXIMUM" else apply_min
