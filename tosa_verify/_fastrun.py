@@ -89,7 +89,7 @@ def _runner(graph: Graph, current: frozenset[int], interpreter_class: type, call
     """The graph's :class:`Runner`, or None when its main block's plan needs run state or may
     not produce an output (the general path raises that error)."""
     block = graph.main
-    plan = block.__dict__.get("_plan") or current_plan(block, graph)  # (as Interpreter.run_block)
+    plan = current_plan(block, graph)
     if plan.variables:
         return None
     stateful = _NEVER_FOLD | IMPURE

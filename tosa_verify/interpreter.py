@@ -89,7 +89,7 @@ class Interpreter:
             raise TosaValidationError("control flow nests deeper than 64 levels")
         try:
             if id(block) in self._current:
-                plan = block.__dict__.get("_plan") or current_plan(block, self.graph)
+                plan = current_plan(block, self.graph)
             else:
                 plan = plan_for(block, self.graph)
             env: dict[str, np.ndarray] = dict(plan.constants)

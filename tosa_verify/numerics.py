@@ -18,11 +18,8 @@ try:  # numpy 2: the clip ufunc itself, which np.clip calls after 4-10 us of arg
     from numpy._core.umath import clip as clip_ufunc
 except ImportError:  # numpy 1
     from numpy.core.umath import clip as clip_ufunc
-#: ``np.clip``'s ufunc: the same results bit for bit, at a numpy call's cost on a small array
-#: (the kernels of a small graph clip on every run).
-#:
-#: >>> clip_ufunc(np.array([-300, 5, 300]), -128, 127).tolist()
-#: [-128, 5, 127]
+# (clip_ufunc is the ufunc np.clip itself calls: the same results bit for bit, at a numpy
+# call's cost on a small array, where the kernels of a small graph clip on every run)
 
 
 @functools.cache  # (prepares ask per operator; the answer depends on the dtype name alone)

@@ -133,14 +133,17 @@ def plan_for(block: Block, graph: Graph | None = None) -> BlockPlan:
 
 
 def current_plan(block: Block, graph: Graph) -> BlockPlan:
-    """:func:`plan_for` for a block whose id :func:`current_blocks` gave and that has no plan
-    yet. A block of a :func:`cached_graph` graph (never edited) gets its plan without the
+    """:func:`plan_for` for a block whose id :func:`current_blocks` gave: its cached plan, else
+    a new one. A block of a :func:`cached_graph` graph (never edited) gets its plan without the
     fingerprint: the graph's own check in :func:`current_blocks` stands in for it (and a
     :func:`plan_for` call, finding none, would build a new plan).
 
     >>> current_plan(graph.main, graph) is graph.main.__dict__["_plan"]   # doctest: +SKIP
     True
     """
+    plan = block.__dict__.get("_plan")
+    if plan is not None:
+        return plan
     if not graph.__dict__.get("_sealed", False):
         return plan_for(block, graph)
     plan = block.__dict__["_plan"] = build_plan(block, graph)
@@ -241,18 +244,22 @@ def _checked_at(graph: Graph, tick: int, sealed: bool) -> tuple | None:
     blocks = [b for r in graph.regions for b in r.blocks]
     ops = [o for b in blocks for o in b.operators]
     decls = [d for b in blocks for d in (*b.tensors.values(), *b.shapes.values())]
-    return tick, ops, decls, _leaf_values(ops, decls), [*map(_ATTRS, ops), *map(_DATA, decls)]
+    return tick, ops, decls, _leaf_values(ops, decls), _leaf_objects(ops, decls)
 
 
 def _leaf_values(ops: list[Operator], decls: list[Tensor]) -> list:
     return [*map(_OP, ops), *map(_SHAPE, decls)]
 
 
+def _leaf_objects(ops: list[Operator], decls: list[Tensor]) -> list:
+    return [*map(_ATTRS, ops), *map(_DATA, decls)]
+
+
 def _leaves_unchanged(checked: tuple) -> bool:
     """Whether the operators and declarations of ``checked`` (see :func:`_checked_at`) still
     hold their op names and shapes (equal values), attributes and data (the same objects)."""
     _, ops, decls, values, objects = checked
-    return _leaf_values(ops, decls) == values and all(map(is_, [*map(_ATTRS, ops), *map(_DATA, decls)], objects))
+    return _leaf_values(ops, decls) == values and all(map(is_, _leaf_objects(ops, decls), objects))
 
 
 def _still_valid(graph: Graph, state: tuple, sealed: bool) -> bool:
