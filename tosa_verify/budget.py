@@ -292,7 +292,9 @@ def _block_need(graph: Any, block: Any, active: set[str], memo: dict[str, int],
     """
     if block.name in memo:
         return memo[block.name]
-    if sizes is None:  # (the need alone, as every run wants it: C-level passes when they apply)
+    # (the need alone, as every run wants it: C-level passes when they apply, on a block with
+    # enough tensors to repay their fixed cost)
+    if sizes is None and len(block.tensors) > _PLAIN_MIN:
         need = _plain_need(block)
         if need is not None:
             memo[block.name] = need
@@ -365,6 +367,8 @@ def _plain_need(block: Any) -> int | None:
 
 
 _TUPLE, _INT, _DICT = frozenset((tuple,)), frozenset((int,)), frozenset((dict,))
+#: Fewest tensors of a block whose need :func:`_plain_need` computes (below, the loop is faster)
+_PLAIN_MIN = 40
 
 
 def _declared(block: Any, sizes: list[tuple[int, str, Any]] | None) -> tuple[dict[str, int], int]:
