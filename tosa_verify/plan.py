@@ -377,7 +377,10 @@ def build_plan(block: Block, graph: Graph | None = None) -> BlockPlan:
         for name in operator.outputs:
             constants.pop(name, None)
     running = [s for s in entries if type(s) is not tuple and not s.folded]
-    _set_frees(block, running, constants)
+    # (with two steps or fewer, frees save next to nothing: what the last step uses is dropped when
+    # the run ends anyway)
+    if len(running) > 2:
+        _set_frees(block, running, constants)
     return BlockPlan(block, constants, variables, running, entries,
                      version=None if graph is None else graph.version)
 
