@@ -37,6 +37,8 @@ import time
 import zipfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from itertools import chain, repeat
+from operator import mul
 from pathlib import Path
 from typing import IO, Any
 
@@ -279,16 +281,24 @@ _SUB_GRAPH_SET = frozenset(_SUB_GRAPHS)
 
 
 def _block_need(graph: Any, block: Any, active: set[str], memo: dict[str, int],
-                sizes: list[tuple[int, str, Any]]) -> int:
+                sizes: list[tuple[int, str, Any]] | None) -> int:
     """Bytes ``block`` holds while it runs: every tensor it declares (the interpreter keeps a
     block's values until the block ends), plus the worst operator's 64-bit working copy of its
-    output, plus what the sub-graphs a control-flow operator runs need on top.
+    output, plus what the sub-graphs a control-flow operator runs need on top; each tensor's
+    (bytes, block name, declaration) appended to ``sizes`` (None: not wanted).
 
     ``memo`` holds each block's figure once computed: a graph may name the same sub-graph from
     many operators (or as both branches at every nesting level), which must not cost 2**depth.
     """
     if block.name in memo:
         return memo[block.name]
+    # (the need alone, as every run wants it: C-level passes when they apply, on a block with
+    # enough tensors to repay their fixed cost)
+    if sizes is None and len(block.tensors) > _PLAIN_MIN:
+        need = _plain_need(block)
+        if need is not None:
+            memo[block.name] = need
+            return need
     elements, total = _declared(block, sizes)
     active = active | {block.name}
     worst = 0
@@ -321,7 +331,47 @@ def _block_need(graph: Any, block: Any, active: set[str], memo: dict[str, int],
     return memo[block.name]
 
 
-def _declared(block: Any, sizes: list[tuple[int, str, Any]]) -> tuple[dict[str, int], int]:
+def _plain_need(block: Any) -> int | None:
+    """:func:`_block_need` of a block without sub-graphs whose shapes are tuples of Python ints
+    >= 0 and whose dtypes are known (any loaded graph's), in C-level passes (``map`` over
+    builtins, no Python call per tensor or operator); None for any other block.
+
+    >>> _plain_need(load("add.tosa").main)   # doctest: +SKIP
+    96
+    """
+    decls = {**block.shapes, **block.tensors} if block.shapes else block.tensors
+    values = decls.values()
+    shapes = [d.shape for d in values]
+    try:
+        if not set(map(type, shapes)) <= _TUPLE or min(chain.from_iterable(shapes), default=0) < 0:
+            return None
+    except TypeError:  # (a dimension that is no number: the general pass decides)
+        return None
+    counts = list(map(math.prod, shapes))
+    if not set(map(type, counts)) <= _INT:  # (numpy ints among the dimensions)
+        return None
+    dtypes = [d.dtype for d in values]
+    itemsizes = list(map(_ITEMSIZES.get, dtypes))
+    if None in itemsizes:  # (a dtype's first use in this process)
+        itemsizes = list(map(_itemsize, dtypes))
+    ops = block.operators
+    attrs = [o.attrs for o in ops]
+    # (every key of every operator's attributes in one pass: none names a sub-graph)
+    if not set(map(type, attrs)) <= _DICT or not _SUB_GRAPH_SET.isdisjoint(chain.from_iterable(attrs)):
+        return None
+    elements = dict(zip(decls, counts))  # noqa: B905 - one count per declaration
+    names = chain.from_iterable([o.outputs for o in ops])
+    # the worst operator's 64-bit working copy of an output (undeclared outputs count 0)
+    worst = max(map(elements.get, names, repeat(0)), default=0)
+    return sum(map(mul, counts, itemsizes)) + 8 * worst
+
+
+_TUPLE, _INT, _DICT = frozenset((tuple,)), frozenset((int,)), frozenset((dict,))
+#: Fewest tensors of a block whose need :func:`_plain_need` computes (below, the loop is faster)
+_PLAIN_MIN = 40
+
+
+def _declared(block: Any, sizes: list[tuple[int, str, Any]] | None) -> tuple[dict[str, int], int]:
     """Elements of each tensor ``block`` declares (a tensor wins over a shape of its name), and
     their bytes in all; appends each one's (bytes, block name, declaration) to ``sizes``.
 
@@ -341,7 +391,8 @@ def _declared(block: Any, sizes: list[tuple[int, str, Any]]) -> tuple[dict[str, 
         itemsize = itemsizes.get(decl.dtype)
         size = count * (itemsize if itemsize is not None else _itemsize(decl.dtype))
         total += size
-        sizes.append((size, block_name, decl))
+        if sizes is not None:
+            sizes.append((size, block_name, decl))
     return elements, total
 
 
@@ -361,6 +412,26 @@ def _graph_need(graph: Any) -> tuple[int, list[tuple[int, str, Any]]]:
     return _block_need(graph, graph.main, set(), {}, sizes), sizes
 
 
+class _LazySizes:
+    """The tensors' sizes of :func:`_graph_need`, worked out when first iterated: a run needs
+    them only to name the largest tensors of a graph over the budget."""
+
+    __slots__ = ("graph", "sizes")
+
+    def __init__(self, graph: Any) -> None:
+        self.graph, self.sizes = graph, None
+
+    def __iter__(self) -> Iterator[tuple[int, str, Any]]:
+        if self.sizes is None:
+            self.sizes = _graph_need(self.graph)[1]
+        return iter(self.sizes)
+
+
+def _need_only(graph: Any) -> tuple[int, _LazySizes]:
+    """:func:`_graph_need` with the sizes left to a :class:`_LazySizes`."""
+    return _block_need(graph, graph.main, set(), {}, None), _LazySizes(graph)
+
+
 def _largest_first(size: tuple[int, str, Any]) -> int:
     return -size[0]
 
@@ -376,8 +447,8 @@ def cached_graph_memory(graph: Any) -> tuple[int, list[tuple[int, str, Any]]]:
     True
     """
     memo = graph.__dict__.get("_memory")
-    if memo is None:  # (the sizes unsorted: check_need sorts them only to name the largest)
-        memo = graph.__dict__["_memory"] = _graph_need(graph)
+    if memo is None:  # (the sizes unsorted and lazy: check_need sorts them only to name the largest)
+        memo = graph.__dict__["_memory"] = _need_only(graph)
     return memo
 
 

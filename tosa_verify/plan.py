@@ -337,19 +337,29 @@ def build_plan(block: Block, graph: Graph | None = None) -> BlockPlan:
     entries: list = []
     stock = {op for op, fn in _STOCK_CONSTS.items() if fn is not None and REGISTRY.get(op) is fn}
     for index, operator in enumerate(block.operators):
-        if operator.op in stock:
-            decl = _const_decl(operator, decls)
-            if decl is not None:  # most operators of a lowered graph: skip the general machinery
-                entries.append((index, operator, decl))
-                name, value = decl.name, decl.data
-                if value.flags.writeable:  # (as _fold leaves it: shared by every run, read-only)
-                    value = value.view()
-                    value.flags.writeable = False
-                if constants.get(name) is not value:  # (else, as most often, already there)
-                    available.add(name)
-                    constants[name] = value
-                    foldable.add(name)
-                continue
+        op = operator.op
+        if op in stock:
+            # a well-formed CONST (see _STOCK_CONSTS; inline: most operators of a lowered graph
+            # take this branch): folded, no step
+            outputs = operator.outputs
+            if not operator.inputs and len(outputs) == 1 and (decl := decls.get(outputs[0])) is not None \
+                    and (value := decl.data) is not None:
+                dtype, shape = decl.dtype, decl.shape
+                working = _WORKING.get(dtype) or _working(dtype)  # (a call only on a dtype's first CONST)
+                if type(shape) is not tuple:
+                    shape = tuple(shape)
+                if value.dtype == working and value.shape == shape \
+                        and (dtype == "SHAPE" or (op == "CONST" and 0 not in shape)):
+                    entries.append((index, operator, decl))
+                    if value.flags.writeable:  # (as _fold leaves it: shared by every run, read-only)
+                        value = value.view()
+                        value.flags.writeable = False
+                    name = decl.name
+                    if constants.get(name) is not value:  # (else, as most often, already there)
+                        available.add(name)
+                        constants[name] = value
+                        foldable.add(name)
+                    continue
         step = _make_step(block, index, operator, decls, available, constants, runtime)
         entries.append(step)
         available.update(operator.outputs)
@@ -367,35 +377,19 @@ def build_plan(block: Block, graph: Graph | None = None) -> BlockPlan:
         for name in operator.outputs:
             constants.pop(name, None)
     running = [s for s in entries if type(s) is not tuple and not s.folded]
-    _set_frees(block, running, constants)
+    # (with two steps or fewer, frees save next to nothing: what the last step uses is dropped when
+    # the run ends anyway)
+    if len(running) > 2:
+        _set_frees(block, running, constants)
     return BlockPlan(block, constants, variables, running, entries,
                      version=None if graph is None else graph.version)
 
 
-#: The stock CONST and CONST_SHAPE functions: such a step is folded directly (see
-#: :func:`_const_decl`) only while its op's function is in the registry.
+#: The stock CONST and CONST_SHAPE functions: a well-formed one (no input, one output declared
+#: with data of its working dtype and shape, non-empty unless a SHAPE; CONST_SHAPE declaring a
+#: SHAPE) is folded directly by :func:`build_plan`, without its op or :func:`_make_step`, only
+#: while its op's function is in the registry.
 _STOCK_CONSTS = {op: REGISTRY.get(op) for op in ("CONST", "CONST_SHAPE")}
-
-
-def _const_decl(operator: Operator, decls: dict[str, Tensor]) -> Tensor | None:
-    """The output declaration of a well-formed CONST (or CONST_SHAPE, when the declaration is a
-    SHAPE), whose step is folded (what :func:`_make_step` and :func:`_fold` would make of it,
-    without calling the op); else None."""
-    outputs = operator.outputs
-    if operator.inputs or len(outputs) != 1:
-        return None
-    decl = decls.get(outputs[0])
-    if decl is None or (data := decl.data) is None:
-        return None
-    dtype, shape = decl.dtype, decl.shape
-    if dtype != "SHAPE" and operator.op != "CONST":  # (CONST_SHAPE declares a SHAPE)
-        return None
-    working = _WORKING.get(dtype) or _working(dtype)  # (a call only on a dtype's first CONST)
-    if type(shape) is not tuple:
-        shape = tuple(shape)
-    if data.dtype != working or data.shape != shape or (dtype != "SHAPE" and 0 in shape):
-        return None
-    return decl
 
 
 #: TOSA dtype name -> working numpy dtype (a dict hit on the plan's hottest path)
@@ -413,7 +407,13 @@ def _working(dtype: str) -> np.dtype:
 def _make_step(block: Block, index: int, operator: Operator, decls: dict[str, Tensor],
                available: set[str], constants: dict[str, np.ndarray], runtime: _PlanRuntime) -> Step:
     """The step of a non-CONST operator: its declarations, working output dtypes, a declaration
-    error if any, and its prepared kernel (see :func:`_prepared`)."""
+    error if any, and its prepared kernel, or None (then the op function runs, checks and all,
+    every time).
+
+    The prepare's ``call.inputs`` holds the constant inputs' values (None for the others: block
+    inputs, even when declared with data, variables and computed tensors); it makes every check
+    that depends on declarations, attributes and those constants; a failed check makes it
+    decline, so the op function reports that error at run time, in order."""
     op = operator.op
     fn = REGISTRY.get(op)
     ins, outs = operator.inputs, operator.outputs
@@ -435,7 +435,10 @@ def _make_step(block: Block, index: int, operator: Operator, decls: dict[str, Te
     prepare = prepare_for(op)
     if prepare is not None:
         call = OpCall(index, operator, list(map(constants.get, ins)), input_decls, output_decls, runtime)
-        kernel = _prepared(call, prepare)
+        try:  # (a failed check makes the prepare decline: the op function reports it at run time, in order)
+            kernel = prepare(call)
+        except TosaError:
+            kernel = None
         if kernel is not None:
             step.fn = kernel
     return step
@@ -470,20 +473,6 @@ def _dimension_error(index: int, operator: Operator, decl: Tensor, input_decls: 
     return TosaValidationError(
         f"{where}: ERROR_IF({condition})", op_index=index, op=operator.op,
         tensors=tuple(t.name for t in (*input_decls, *output_decls)), condition=condition)
-
-
-def _prepared(call: OpCall, prepare):
-    """The op's prepared kernel, or None (then the op function runs, checks and all, every time).
-
-    ``call.inputs`` holds the constant inputs' values (None for the others: block inputs, even
-    when declared with data, variables and computed tensors); ``prepare`` makes every check that
-    depends on declarations, attributes and those constants; a failed check makes it decline, so
-    the op function reports that error at run time, in order.
-    """
-    try:
-        return prepare(call)
-    except TosaError:
-        return None
 
 
 def _fold(step: Step, constants: dict[str, np.ndarray],

@@ -227,3 +227,70 @@ def _ndim(value) -> int:
     """``np.ndim`` of a multiplier or shift (a numpy scalar or array, or an int), without its
     dispatch cost."""
     return getattr(value, "ndim", 0)
+
+
+# --- per tensor, in Python's ints: the common case of lowered graphs (see prepare_rescale) ---------
+
+#: the full range of each signed integer input type
+_SIGNED_RANGES = {t: int_range(t) for t in ("INT8", "INT16", "INT32")}
+
+
+def proven_per_tensor(out_t: str, input_zp: int, output_zp: int, m: int, s: int, lo_in: int, hi_in: int):
+    """:func:`_proven_in_range` of a per-tensor, signed, scale32 RESCALE with single rounding, for
+    inputs in ``[lo_in, hi_in]``: the same values (or None), from the same bounds, without the
+    channel lists (one channel: its multiplier ``m`` and shift ``s``, ``2 <= s <= 62``), the
+    multiplier, shift and rounding term as Python's ints (see :func:`as_int64`).
+
+    >>> proven_per_tensor("INT8", 0, 0, 1 << 30, 30, -128, 127)[:3]
+    (1073741824, 30, 536870912)
+    """
+    vmin, vmax = lo_in - input_zp, hi_in - input_zp
+    # every int64 intermediate of the kernel bounded, the value-range REQUIRE of scale32 met
+    half = 1 << (s - 1)
+    if max(abs(vmin), abs(vmax)) * m + ((abs(output_zp) + 1) << s) >= 1 << 62 or not -half <= vmin \
+            or not vmax < half:
+        return None
+    lo32, hi32 = _INT32_RANGE
+    # monotonic in v (m >= 0): the extremes' scaled values bound every input's
+    low, high = (vmin * m + half) >> s, (vmax * m + half) >> s
+    if not (lo32 <= low and high <= hi32 and lo32 <= low + output_zp and high + output_zp <= hi32):
+        return None
+    return (m, s, half + (output_zp << s), input_zp, 0, *_output_clip(out_t))
+
+
+def as_int64(fast: tuple) -> tuple:
+    """:func:`proven_per_tensor`'s parameters with the multiplier, shift and rounding term as
+    int64 scalars, for a kernel that keeps them: a run's ufuncs take those faster than Python's
+    ints (|rounding| < 2**62, bounded by the proof).
+
+    >>> as_int64((3, 2, 1, 0, 0, -128, 127, None))[:3]
+    (np.int64(3), np.int64(2), np.int64(1))
+    """
+    m, s, rounding, *rest = fast
+    # (one array unpacked into its three scalars: cheaper than three np.int64 calls)
+    return (*np.array((m, s, rounding), np.int64), *rest)
+
+
+def window_per_tensor(in_t: str, out_t: str, input_zp: int, output_zp: int, m: int, s: int):
+    """:func:`_safe_inputs` of the RESCALE of :func:`proven_per_tensor` (input type ``in_t``):
+    ``(lo, hi, fast parameters)`` (those as :func:`as_int64`) or None, from the same bounds.
+
+    >>> window_per_tensor("INT32", "INT8", 0, 0, 1 << 30, 30)[:2]
+    (-536870912, 536870911)
+    """
+    lo32, hi32 = _INT32_RANGE
+    r_lo, r_hi = max(lo32, lo32 - output_zp), min(hi32, hi32 - output_zp)
+    lo_v, hi_v = _SIGNED_RANGES[in_t]
+    limit = ((1 << 62) - ((abs(output_zp) + 1) << s)) // max(m, 1)  # int64 headroom
+    half = 1 << (s - 1)
+    lo_v, hi_v = max(lo_v - input_zp, -limit, -half), min(hi_v - input_zp, limit, half - 1)
+    if m:
+        lo_v = max(lo_v, -((half - (r_lo << s)) // m))  # ceil(((r_lo << s) - half) / m)
+        hi_v = min(hi_v, (((r_hi + 1) << s) - half - 1) // m)
+    elif not r_lo <= 0 <= r_hi:  # a zero multiplier scales every value to 0
+        return None
+    if lo_v > hi_v:
+        return None
+    lo_x, hi_x = lo_v + input_zp, hi_v + input_zp
+    fast = proven_per_tensor(out_t, input_zp, output_zp, m, s, lo_x, hi_x)
+    return None if fast is None else (lo_x, hi_x, as_int64(fast))

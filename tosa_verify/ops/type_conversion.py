@@ -24,8 +24,19 @@ from ..numerics import (
 from ._layout_support import check_rank
 from ._levels import MAX_RANK
 from ._mx import MX_ELEMENT_TYPES, SCALE_TYPE, block_size, expand_scales, scale_shape
+from ._rescale_common import common_rescale
 from ._rescale_fast import fast_rescale
-from ._rescale_proof import _INT32_RANGE, _make_channels, _ndim, _proven_in_range, _safe_inputs
+from ._rescale_proof import (
+    _INT32_RANGE,
+    _SIGNED_RANGES,
+    _make_channels,
+    _ndim,
+    _proven_in_range,
+    _safe_inputs,
+    as_int64,
+    proven_per_tensor,
+    window_per_tensor,
+)
 from ._version import is_tosa_11
 from .facts import FLOAT_DTYPES, MX_DTYPES, Compliance, rescale_inexact
 from .registry import OpCall, register, register_prepare
@@ -167,6 +178,9 @@ def prepare_rescale(call: OpCall):
     # (four identity tests: a generator over them costs several times as much, per RESCALE)
     if len(inputs) != 5 or inputs[1] is None or inputs[2] is None or inputs[3] is None or inputs[4] is None:
         return None
+    common = common_rescale(call)
+    if common is not None:  # (most RESCALEs of a lowered graph: every check passed, in Python's ints)
+        return _common_kernel(call, common)
     params, ms, ss, extremes = _setup(call)
     if not ms:  # per channel, no channel (an empty tensor): the op function runs, nothing to prepare
         return None
@@ -202,7 +216,12 @@ def _rescale_kernel(params: tuple, ms: list[int], ss: list[int], large: bool,
             return [_fast_rescale(run.inputs[0], fast)]
 
         return finish(params, kernel)  # float64 where a bound proves it exact
-    window = _safe_inputs(params, lists)
+    return _window_kernel(params, _safe_inputs(params, lists), finish)
+
+
+def _window_kernel(params: tuple, window: tuple | None, finish):
+    """The kernel of a RESCALE whose REQUIREs may fail: the check-free path for a run's data within
+    ``window`` (``(lo, hi, fast parameters)``, see :func:`_safe_inputs`), else the checked one."""
     if window is None:
         return finish(params, lambda run: [_rescale(run, run.inputs[0], params)])
     lo_x, hi_x, fast = window
@@ -223,6 +242,34 @@ def _rescale_kernel(params: tuple, ms: list[int], ss: list[int], large: bool,
 SMALL_RESCALE = 8192
 
 
+def _common_kernel(call: OpCall, common: tuple):
+    """The kernel of a RESCALE :func:`common_rescale` accepted (``common``: its result), from the
+    per-tensor proofs in Python's ints; shared by the plan's RESCALEs of equal parameters, as in
+    :func:`prepare_rescale`."""
+    kernels = getattr(call.runtime, "kernels", None)
+    large = math.prod(call.input_decls[0].shape) > SMALL_RESCALE
+    key = ("RESCALE1", *common, large)
+    kernel = None if kernels is None else kernels.get(key)
+    if kernel is None:
+        in_t, out_t, rounding_mode, input_zp, output_zp, m, s = common
+        lo_in, hi_in = _SIGNED_RANGES[in_t]
+        fast = proven_per_tensor(out_t, input_zp, output_zp, m, s, lo_in, hi_in)
+        if fast is not None and not large and in_t == "INT8":
+            kernel = _lookup_kernel(fast)
+        else:  # (what _setup and _rescale_kernel make of the same RESCALE)
+            half = 1 << (s - 1)
+            params = (in_t, out_t, True, rounding_mode, False, False, input_zp, output_zp, m, s, (-half, half))
+            finish = fast_rescale if large else _unchanged
+            if fast is not None:
+                fast = as_int64(fast)
+                kernel = finish(params, lambda run: [_fast_rescale(run.inputs[0], fast)])
+            else:
+                kernel = _window_kernel(params, window_per_tensor(in_t, out_t, input_zp, output_zp, m, s), finish)
+        if kernels is not None:
+            kernels[key] = kernel
+    return kernel
+
+
 def _unchanged(params: tuple, kernel):
     """The kernel as it is (in place of :func:`fast_rescale` for small tensors)."""
     return kernel
@@ -239,19 +286,21 @@ def _lookup_kernel(fast: tuple):
     """A per-tensor RESCALE of INT8 input whose REQUIREs hold for every input: the outputs of all
     256 input values, as :func:`_fast_rescale` computes them, indexed by the input's bit pattern."""
     m, s, rounding, input_zp, mask, lo, hi, working = fast
+    # (Python's ints for the scalar arithmetic: numpy's scalars cost more per operation)
+    m, s = int(m), int(s)
     # _fast_rescale's formula in fewer numpy calls: the input values are precomputed (masked
     # when unsigned), and (v - zp) * m + rounding == v * m + (rounding - zp * m), exact in int64
     # (the prepare bounded |v - zp| * m + |rounding| < 2**62, and |zp * m| < 2**40)
-    offset = rounding - input_zp * m
+    offset = int(rounding) - input_zp * m
     table = _PATTERN_VALUES[bool(mask)] * m
     table += offset
     table >>= s
     # the scaled value is non-decreasing in the input (m >= 0): a clip whose bound the extreme
     # input values do not cross changes nothing, and is left out
     lowest, highest = (0, 255) if mask else (-128, 127)
-    if (lowest * int(m) + int(offset)) >> int(s) < lo:
+    if (lowest * m + offset) >> s < lo:
         np.maximum(table, lo, out=table)
-    if (highest * int(m) + int(offset)) >> int(s) > hi:
+    if (highest * m + offset) >> s > hi:
         np.minimum(table, hi, out=table)
     table = table.astype(working)  # entry i: the input whose bit pattern is i
 
