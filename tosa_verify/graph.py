@@ -16,6 +16,7 @@ import re
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 
 import numpy as np
@@ -451,11 +452,14 @@ def _make_shape(buf: bytes, name: str, rank: int, start: int, length: int) -> Te
 
 
 def _make_block(name: str, operators: list, tensors: list, inputs: list, outputs: list, shapes: list) -> Block:
-    return _new_block(name, operators, {t.name: t for t in tensors}, inputs, outputs, {s.name: s for s in shapes})
+    # (dict(zip(map(...))): a comprehension costs a function call in Python 3.11)
+    return _new_block(name, operators, dict(zip(map(_NAME, tensors), tensors, strict=True)), inputs, outputs,
+                      dict(zip(map(_NAME, shapes), shapes, strict=True)))
 
 
-#: The constructors of :func:`._lean_read.read_graph`.
-_MAKERS = _lean_read.Makers(_make_tensors, _make_shape, _make_operators, _make_block)
+_NAME = attrgetter("name")
+
+
 
 
 class _Fieldless(dict):
@@ -471,6 +475,22 @@ class _Fieldless(dict):
 
 
 _FIELDLESS = _Fieldless({0: True})
+
+
+class _OpNames(dict):
+    """Op code -> name (:func:`_op_names`), filled on first use; an unknown code raises KeyError."""
+
+    def __missing__(self, code: int) -> str:
+        if not self:
+            self.update(_op_names())
+            if code in self:
+                return self[code]
+        raise KeyError(code)
+
+
+#: The constructors of :func:`._lean_read.read_graph`.
+_MAKERS = _lean_read.Makers(_make_tensors, _make_shape, _make_operators, _make_block, Tensor, _plain_constants(),
+                            MAX_TENSOR_ELEMENTS, _decoded_tensor, Operator, _OpNames(), _FIELDLESS, _lean_attributes)
 
 
 def _read_tensors(block: Table, fb: dict[str, Field]) -> list[Tensor]:
@@ -531,7 +551,9 @@ def parse(data: bytes) -> Graph:
     data = bytes(data)
     lean = _lean_read.read_graph(data, _MAKERS)
     if lean is not None:
-        version, regions = lean[0], [_region(name, WatchedList(blocks)) for name, blocks in lean[1]]
+        version, regions = lean[0], []
+        for name, blocks in lean[1]:
+            regions.append(_region(name, WatchedList(blocks)))
     else:
         version, regions = _read_graph(data, _op_names())
     if version[0] != 1 or version[1] not in (0, 1):

@@ -1,0 +1,212 @@
+"""Reading a block's tensor and operator tables straight into Tensor and Operator objects.
+
+The lean reader (:mod:`._lean_read`) reads tables into rows of plain values and the graph's
+makers build objects from the rows: two loops, a tuple per table, and per table a look-up of
+its vtable with the checks that any layout needs. A lowered graph's tables share a handful of
+vtables, each of one common layout: a tensor writes its name, shape, type and data, and an
+empty VariableName and ScaleData; an operator writes its op code, attribute type and table,
+inputs, outputs and a location. For these layouts a decoded vtable carries a *fused* reader
+(:func:`tensor_layout`, :func:`operator_layout`): one ``unpack_from`` of every offset the loop
+needs, in a fixed order, and the field offsets; the loops here read each table with it and
+make its object in the same iteration, looking a vtable up only when it changes from the
+previous table's. A table of any other layout makes them return None, and the caller reads the
+block with the general loops.
+
+The checks are the general loops': every position read lies in the buffer (a memoryview or
+struct read past it raises, a slice's end is compared with the buffer's size), every 4-byte
+position is aligned (or-ed together and checked once at the end), the other fields present
+hold their defaults (the empty vectors are checked here), and anything unusual raises, which
+makes the lean reader decline to the per-table reader, whose result or error is the one given.
+
+>>> tensors(b, positions, makers)   # doctest: +SKIP
+[Tensor(name='x', shape=(1, 8), dtype='INT8', ...)]
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Callable
+
+import numpy as np
+
+from ._flatbuffer import _I32S
+
+
+def tensor_layout(offsets: tuple[int, ...], scalars: tuple, lengths: tuple) -> tuple | None:
+    """(``unpack_from`` of the name, shape, type, data and two empty vectors' fields; the
+    offsets of name, shape and data plus 4, of the two empty vectors plus 4) of a TosaTensor
+    vtable whose read fields are at ``offsets`` (Name, Shape, Type, Data), with other scalars
+    ``scalars`` and other vectors ``lengths`` present; None for another layout.
+
+    >>> tensor_layout((4, 8, 12, 16), (), (20, 24))[1:]
+    (8, 12, 20, 24, 28)
+    """
+    o_name, o_shape, _, o_data = offsets
+    unpack = _unpacker((*offsets, *lengths), "IIIIII") if len(lengths) == 2 and not scalars and all(offsets) else None
+    return None if unpack is None else (unpack, o_name + 4, o_shape + 4, o_data + 4, lengths[0] + 4, lengths[1] + 4)
+
+
+def operator_layout(offsets: tuple[int, ...], scalars: tuple, lengths: tuple) -> tuple | None:
+    """(``unpack_from`` of the op code and attribute type (in the order of their offsets), the
+    attribute, inputs, outputs and location fields; whether the attribute type comes first; the
+    offsets of the last four fields) of a TosaOperator vtable whose read fields are at
+    ``offsets`` (Op, AttributeType, Attribute, Inputs, Outputs, Location), all present, nothing
+    else present; None for another layout.
+
+    >>> operator_layout((8, 7, 12, 16, 20, 24), (), ())[1:]
+    (True, 12, 16, 20, 24)
+    """
+    o_op, o_kind, *rest = offsets
+    first = (o_kind, o_op) if o_kind < o_op else (o_op, o_kind)
+    unpack = _unpacker((*first, *rest), ("BI" if o_kind < o_op else "IB") + "IIII") if (
+        not scalars and not lengths and all(offsets)) else None
+    return None if unpack is None else (unpack, o_kind < o_op, *rest)
+
+
+def _unpacker(offsets: tuple[int, ...], codes: str) -> Callable | None:
+    """One ``unpack_from`` of the little-endian ``codes`` at ``offsets`` of a table; None unless
+    the offsets increase and the fields do not overlap (the fused loops read them in order)."""
+    fmt, end = "<", 0
+    for off, code in zip(offsets, codes, strict=True):
+        if off < end:
+            return None
+        fmt, end = fmt + f"{off - end}x{code}", off + struct.calcsize(code)
+    return struct.Struct(fmt).unpack_from
+
+
+def tensors(b, positions: list[int], mk) -> list | None:
+    """The Tensor objects of the tensor tables at ``positions`` (aligned) of the lean reader's
+    buffer ``b``, made by the makers ``mk``; None when a table's layout is not the fused one."""
+    buf, u32, i32, size, seen, vtable, dims = b.buf, b.u32, b.i32, b.size, b.seen["TosaTensor"], b.vtable, _I32S
+    plain, tensor, limit, prod, ndarray = mk.constants, mk.tensor, mk.limit, math.prod, np.ndarray
+    out, aligned, vt = [], 0, -1
+    for pos in positions:
+        if pos - i32[pos >> 2] != vt:
+            vt = pos - i32[pos >> 2]
+            layout = (seen.get(vt) or vtable("TosaTensor", vt))[5]
+            if layout is None:
+                return None
+            unpack, o_name, o_shape, o_data, o_empty, o_empty2 = layout
+        name, shape, code, data, empty, empty2 = unpack(buf, pos)
+        name += pos + o_name  # (the first byte of each; its length is the word before)
+        shape += pos + o_shape
+        data += pos + o_data
+        empty += pos + o_empty
+        empty2 += pos + o_empty2
+        end = name + u32[(name >> 2) - 1]
+        rank = u32[(shape >> 2) - 1]
+        length = u32[(data >> 2) - 1]
+        if end > size or shape + 4 * rank > size or data + length > size or u32[(empty >> 2) - 1] or u32[
+                (empty2 >> 2) - 1]:
+            raise ValueError("a tensor table runs past the end, or sets VariableName or ScaleData")
+        aligned |= name | shape | data | empty | empty2
+        shape = dims[rank](buf, shape)
+        if shape and min(shape) < 0:
+            raise ValueError("negative dimension")  # (the per-table reader names the tensor)
+        got = plain.get(code)
+        if got is None:
+            out.append(mk.decoded(buf, buf[name:end].decode(), shape, code, data, length))
+            continue
+        if length:
+            if prod(shape) > limit or length < prod(shape) * got[2]:
+                raise ValueError("constant too large or too short")  # (the per-table reader names it)
+            # a read-only view of the file's bytes, as decode_constant makes
+            out.append(tensor(buf[name:end].decode(), shape, got[0], ndarray(shape, got[1], buf, data)))
+        elif prod(shape) > limit:
+            raise ValueError("tensor too large")
+        else:
+            out.append(tensor(buf[name:end].decode(), shape, got[0]))
+    if aligned & 3:  # (every read above stayed inside the buffer)
+        raise ValueError("misaligned")
+    return out
+
+
+def operators(b, positions: list[int], mk) -> list | None:
+    """The Operator objects of the operator tables at ``positions`` (aligned) of the lean
+    reader's buffer ``b``, made by the makers ``mk``; None when a table's layout is not the
+    fused one."""
+    buf, u32, i32, size, seen, vtable = b.buf, b.u32, b.i32, b.size, b.seen["TosaOperator"], b.vtable
+    names, fieldless, operator, attributes, strings = mk.op_names, mk.fieldless, mk.operator, mk.attributes, _strings
+    checked: set[int] = set()  # attribute vtables whose bounds were checked
+    attribute_vtables: dict = {}
+    out, aligned, vt, location_vt = [], 0, -1, -1
+    for pos in positions:
+        if pos - i32[pos >> 2] != vt:
+            vt = pos - i32[pos >> 2]
+            layout = (seen.get(vt) or vtable("TosaOperator", vt))[5]
+            if layout is None:
+                return None
+            unpack, kind_first, o_attr, o_in, o_out, o_loc = layout
+        code, kind, attribute, inputs, outputs, loc = unpack(buf, pos)
+        if kind_first:
+            code, kind = kind, code
+        loc += pos + o_loc
+        if loc - i32[loc >> 2] != location_vt:
+            location_vt = loc - i32[loc >> 2]
+            o_text = _location_text(b, location_vt)
+            if o_text is None:
+                return None
+        location = ""
+        if o_text:
+            start = loc + o_text + u32[(loc + o_text) >> 2] + 4
+            end = start + u32[(start >> 2) - 1]
+            if end > size:
+                raise ValueError("a location runs past the end")
+            if end > start:  # (a lowered graph's locations are empty)
+                location = buf[start:end].decode()
+            aligned |= start
+        inputs += pos + o_in
+        outputs += pos + o_out
+        attribute += pos + o_attr
+        aligned |= loc | inputs | outputs | attribute
+        attribute_vt = attribute - i32[attribute >> 2]
+        if attribute_vt not in checked:  # (as the per-table reader's Table() checks it)
+            b.vtable_bounds(attribute_vt)
+            checked.add(attribute_vt)
+        inputs = strings(buf, u32, size, inputs) if u32[inputs >> 2] else []
+        if u32[outputs >> 2] == 1:  # (most operators have one output: read here without a call)
+            start = outputs + 8 + u32[(outputs >> 2) + 1]
+            end = start + u32[(start >> 2) - 1]
+            if end > size:
+                raise ValueError("an output name runs past the end")
+            aligned |= start
+            outputs = [buf[start:end].decode()]
+        else:
+            outputs = strings(buf, u32, size, outputs)
+        out.append(operator(names[code], {} if fieldless[kind] else attributes(buf, attribute, kind, attribute_vtables),
+                            inputs, outputs, location))
+    if aligned & 3:  # (every read above stayed inside the buffer)
+        raise ValueError("misaligned")
+    return out
+
+
+def _location_text(b, vt: int) -> int | None:
+    """The offset of Text in the OpLocation tables of vtable ``vt`` (0: absent); None when they
+    set another field (the general loop checks it)."""
+    (o_text,), scalars, lengths = b.vtable("OpLocation", vt)[:3]
+    return None if scalars or lengths else o_text
+
+
+def _strings(buf: bytes, u32: memoryview, size: int, start: int) -> list[str]:
+    """The strings of the vector of strings at ``start`` (``u32``: the buffer's words)."""
+    count = u32[start >> 2]
+    if start & 3 or start + 4 + 4 * count > size:  # (before allocating by a corrupt count)
+        raise ValueError("a vector of strings runs past the end")
+    if count == 1:  # (most inputs and outputs lists)
+        begin = start + 8 + u32[(start >> 2) + 1]
+        end = begin + u32[(begin >> 2) - 1]
+        if end > size or begin & 3:
+            raise ValueError("a string runs past the end, or is misaligned")
+        return [buf[begin:end].decode()]
+    out, aligned = [], 0
+    for at in range(start + 4, start + 4 + 4 * count, 4):
+        begin = at + u32[at >> 2] + 4
+        end = begin + u32[(begin >> 2) - 1]
+        if end > size:
+            raise ValueError("a string runs past the end")
+        aligned |= begin
+        out.append(buf[begin:end].decode())
+    if aligned & 3:
+        raise ValueError("misaligned")
+    return out
