@@ -75,12 +75,12 @@ def _unpacker(offsets: tuple[int, ...], codes: str) -> Callable | None:
     return struct.Struct(fmt).unpack_from
 
 
-def tensors(b, positions: list[int], mk) -> list | None:
-    """The Tensor objects of the tensor tables at ``positions`` (aligned) of the lean reader's
+def tensors(b, positions: list[int], mk) -> dict | None:
+    """The Tensor objects by name of the tensor tables at ``positions`` (aligned) of the lean reader's
     buffer ``b``, made by the makers ``mk``; None when a table's layout is not the fused one."""
     buf, u32, i32, size, seen, vtable, dims = b.buf, b.u32, b.i32, b.size, b.seen["TosaTensor"], b.vtable, _I32S
     plain, tensor, limit, prod, ndarray = mk.constants, mk.tensor, mk.limit, math.prod, np.ndarray
-    out, aligned, vt = [], 0, -1
+    out, aligned, vt = {}, 0, -1
     for pos in positions:
         if pos - i32[pos >> 2] != vt:
             vt = pos - i32[pos >> 2]
@@ -105,18 +105,18 @@ def tensors(b, positions: list[int], mk) -> list | None:
         if shape and min(shape) < 0:
             raise ValueError("negative dimension")  # (the per-table reader names the tensor)
         got = plain.get(code)
+        name = buf[name:end].decode()
         if got is None:
-            out.append(mk.decoded(buf, buf[name:end].decode(), shape, code, data, length))
-            continue
-        if length:
+            out[name] = mk.decoded(buf, name, shape, code, data, length)
+        elif length:
             if prod(shape) > limit or length < prod(shape) * got[2]:
                 raise ValueError("constant too large or too short")  # (the per-table reader names it)
             # a read-only view of the file's bytes, as decode_constant makes
-            out.append(tensor(buf[name:end].decode(), shape, got[0], ndarray(shape, got[1], buf, data)))
+            out[name] = tensor(name, shape, got[0], ndarray(shape, got[1], buf, data))
         elif prod(shape) > limit:
             raise ValueError("tensor too large")
         else:
-            out.append(tensor(buf[name:end].decode(), shape, got[0]))
+            out[name] = tensor(name, shape, got[0])
     if aligned & 3:  # (every read above stayed inside the buffer)
         raise ValueError("misaligned")
     return out

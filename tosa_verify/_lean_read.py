@@ -84,7 +84,7 @@ class _Decline(Exception):
 
 
 class Makers(NamedTuple):
-    """The graph's constructors: ``tensors(buf, rows)`` of the rows (name, shape, type code, data
+    """The graph's constructors: ``tensors(buf, rows)`` (by name) of the rows (name, shape, type code, data
     start, data length) of a block's tensor tables, ``shape(buf, name, rank, data start, data
     length)``, ``operators(buf, rows)`` of the rows (op code, attribute type, attribute table
     position or 0, inputs, outputs, location) of its operator tables and ``block(name, operators,
@@ -207,13 +207,15 @@ class _Buffer:
         """(offsets of the fields of ``table`` this reader reads (0: absent), their inline values
         (0 when absent): a scalar's value, an offset field's offset from its own position) of
         the table at ``pos``, after the checks of :meth:`fields`."""
-        if pos & 3:
-            raise _Decline
         vt = pos - self.i32[pos >> 2]
-        offsets, scalars, lengths, inline, order, _ = self.seen[table].get(vt) or self.vtable(table, vt)
+        if pos & 3 or vt < 0:
+            raise _Decline
+        buf = self.buf  # (a table read once per load: its vtable straight from the cache, see vtable())
+        key = buf[vt:vt + (buf[vt] | buf[vt + 1] << 8)]
+        offsets, scalars, lengths, inline, order, _ = _VTABLES[table].get(key) or _new_vtable(table, key)
         if scalars or lengths:
             self.check_defaults(pos, scalars, lengths)
-        return offsets, (order(inline(self.buf, pos) + _ABSENT) if order else inline(self.buf, pos))
+        return offsets, (order(inline(buf, pos) + _ABSENT) if order else inline(buf, pos))
 
     def vtable_bounds(self, vt: int) -> int:
         """The end of the vtable at ``vt``; declines unless it lies in the buffer."""
@@ -269,7 +271,9 @@ class _Buffer:
         count = self.u32[start >> 2]
         if start & 3 or start + 4 + 4 * count > self.size:  # (before allocating by a corrupt count)
             raise _Decline
-        if count == 1:  # (a graph's one region and one block)
+        if count < 2:  # (a graph's one region and one block, a block's empty shapes)
+            if not count:
+                return []
             start += 4 + self.u32[(start >> 2) + 1]
             if start & 3:
                 raise _Decline

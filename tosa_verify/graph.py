@@ -390,22 +390,23 @@ def _plain_constants() -> dict[int, tuple[str, np.dtype, int]]:
             if info.working.kind in "iuf" and info.bits == 8 * info.working.itemsize and info.name != "BOOL"}
 
 
-def _make_tensors(buf: bytes, rows: Iterable[tuple]) -> list[Tensor]:
-    """The tensors of the lean reader's rows (name, shape, type code, data start, data length) of
-    ``buf``; a KeyError or size error makes it decline, and the per-table reader reports it."""
+def _make_tensors(buf: bytes, rows: Iterable[tuple]) -> dict[str, Tensor]:
+    """The tensors by name of the lean reader's rows (name, shape, type code, data start, data
+    length) of ``buf``; a KeyError or size error makes it decline, and the per-table reader
+    reports it."""
     plain, prod, limit, tensor, ndarray = _plain_constants(), math.prod, MAX_TENSOR_ELEMENTS, Tensor, np.ndarray
-    out = []
+    out = {}
     for name, shape, code, start, length in rows:
         got = plain.get(code)
         if got is None:
-            out.append(_decoded_tensor(buf, name, shape, code, start, length))
+            out[name] = _decoded_tensor(buf, name, shape, code, start, length)
             continue
         dtype, working, itemsize = got
         count = prod(shape)
         if count > limit or length and length < count * itemsize:
             raise _TooLarge  # (the per-table reader names the tensor and the sizes)
         # a read-only view of the file's bytes, as decode_constant makes (one call, not two)
-        out.append(tensor(name, shape, dtype, ndarray(shape, working, buf, start) if length else None))
+        out[name] = tensor(name, shape, dtype, ndarray(shape, working, buf, start) if length else None)
     return out
 
 
@@ -451,10 +452,10 @@ def _make_shape(buf: bytes, name: str, rank: int, start: int, length: int) -> Te
     return Tensor(name, (rank,), "SHAPE", np.ndarray((rank,), np.int64, buf, start))
 
 
-def _make_block(name: str, operators: list, tensors: list, inputs: list, outputs: list, shapes: list) -> Block:
+def _make_block(name: str, operators: list, tensors: dict, inputs: list, outputs: list, shapes: list) -> Block:
     # (dict(zip(map(...))): a comprehension costs a function call in Python 3.11)
-    return _new_block(name, operators, dict(zip(map(_NAME, tensors), tensors, strict=True)), inputs, outputs,
-                      dict(zip(map(_NAME, shapes), shapes, strict=True)))
+    return _new_block(name, operators, tensors, inputs, outputs,
+                      dict(zip(map(_NAME, shapes), shapes, strict=True)) if shapes else {})
 
 
 _NAME = attrgetter("name")
