@@ -48,20 +48,18 @@ def tensor_layout(offsets: tuple[int, ...], scalars: tuple, lengths: tuple) -> t
 
 
 def operator_layout(offsets: tuple[int, ...], scalars: tuple, lengths: tuple) -> tuple | None:
-    """(``unpack_from`` of the op code and attribute type (in the order of their offsets), the
-    attribute, inputs, outputs and location fields; whether the attribute type comes first; the
-    offsets of the last four fields) of a TosaOperator vtable whose read fields are at
-    ``offsets`` (Op, AttributeType, Attribute, Inputs, Outputs, Location), all present, nothing
-    else present; None for another layout.
+    """(``unpack_from`` of the attribute type, op code, attribute, inputs, outputs and location
+    fields; the offsets of the last four) of a TosaOperator vtable whose read fields are at
+    ``offsets`` (Op, AttributeType, Attribute, Inputs, Outputs, Location), all present in that
+    order but for the attribute type (a byte) first, as flatbuffers builders lay them out,
+    nothing else present; None for another layout.
 
     >>> operator_layout((8, 7, 12, 16, 20, 24), (), ())[1:]
-    (True, 12, 16, 20, 24)
+    (12, 16, 20, 24)
     """
     o_op, o_kind, *rest = offsets
-    first = (o_kind, o_op) if o_kind < o_op else (o_op, o_kind)
-    unpack = _unpacker((*first, *rest), ("BI" if o_kind < o_op else "IB") + "IIII") if (
-        not scalars and not lengths and all(offsets)) else None
-    return None if unpack is None else (unpack, o_kind < o_op, *rest)
+    unpack = _unpacker((o_kind, o_op, *rest), "BIIIII") if not scalars and not lengths and all(offsets) else None
+    return None if unpack is None else (unpack, *rest)
 
 
 def _unpacker(offsets: tuple[int, ...], codes: str) -> Callable | None:
@@ -137,25 +135,23 @@ def operators(b, positions: list[int], mk) -> list | None:
             layout = (seen.get(vt) or vtable("TosaOperator", vt))[5]
             if layout is None:
                 return None
-            unpack, kind_first, o_attr, o_in, o_out, o_loc = layout
-        code, kind, attribute, inputs, outputs, loc = unpack(buf, pos)
-        if kind_first:
-            code, kind = kind, code
+            unpack, o_attr, o_in, o_out, o_loc = layout
+        kind, code, attribute, inputs, outputs, loc = unpack(buf, pos)
         loc += pos + o_loc
         if loc - i32[loc >> 2] != location_vt:
             location_vt = loc - i32[loc >> 2]
             o_text = _location_text(b, location_vt)
             if o_text is None:
                 return None
-        location = ""
         if o_text:
-            start = loc + o_text + u32[(loc + o_text) >> 2] + 4
+            start = loc + o_text
+            start += u32[start >> 2] + 4
             end = start + u32[(start >> 2) - 1]
-            if end > size:
-                raise ValueError("a location runs past the end")
-            if end > start:  # (a lowered graph's locations are empty)
-                location = buf[start:end].decode()
             aligned |= start
+            # (a lowered graph's locations are empty; an empty one's end is its length word's)
+            location = _text(buf, start, end, size) if end > start else ""
+        else:
+            location = ""
         inputs += pos + o_in
         outputs += pos + o_out
         attribute += pos + o_attr
@@ -179,6 +175,13 @@ def operators(b, positions: list[int], mk) -> list | None:
     if aligned & 3:  # (every read above stayed inside the buffer)
         raise ValueError("misaligned")
     return out
+
+
+def _text(buf: bytes, start: int, end: int, size: int) -> str:
+    """The string of bytes ``start:end`` of ``buf`` (of ``size`` bytes)."""
+    if end > size:
+        raise ValueError("a string runs past the end")
+    return buf[start:end].decode()
 
 
 def _location_text(b, vt: int) -> int | None:

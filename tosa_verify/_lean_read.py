@@ -381,7 +381,7 @@ def _objects(b: _Buffer, start: int, makers: Makers, readers: tuple) -> list:
         if rows is not None:
             return getattr(makers, make)(b.buf, rows)
     positions = b.tables_at(start)
-    got = fused(b, positions, makers)
+    got = getattr(_fused_read, fused)(b, positions, makers)
     return getattr(makers, make)(b.buf, tables(b, positions)) if got is None else got
 
 
@@ -501,7 +501,7 @@ def _operators(b: _Buffer, positions: list[int]) -> list[tuple]:
     return out
 
 
-#: (names of the column reader and of its least table count, fused loop, table-by-table reader, maker) of
+#: (names of the column reader, of its least table count and of the fused loop, table-by-table reader, maker) of
 #: the tensor and the operator tables (names looked up at each call: tests change them).
-_TENSORS = ("tensor_rows", "MIN_TABLES", _fused_read.tensors, _tensors, "tensors")
-_OPERATORS = ("operator_rows", "MIN_OPERATORS", _fused_read.operators, _operators, "operators")
+_TENSORS = ("tensor_rows", "MIN_TABLES", "tensors", _tensors, "tensors")
+_OPERATORS = ("operator_rows", "MIN_OPERATORS", "operators", _operators, "operators")
