@@ -83,8 +83,11 @@ def _same(a: object, b: object) -> None:
 
 def _no_fused_loops(monkeypatch) -> None:
     """Makes the fused loops decline every block: the general table-by-table loops read it."""
-    monkeypatch.setattr(_fused_read, "tensors", lambda *a: None)
-    monkeypatch.setattr(_fused_read, "operators", lambda *a: None)
+    def decline(*args):
+        raise _fused_read.NotFused
+
+    monkeypatch.setattr(_fused_read, "tensors", decline)
+    monkeypatch.setattr(_fused_read, "operators", decline)
 
 
 @pytest.mark.parametrize("min_tables", [10**6, 0, "general"])  # (fused loops; column-wise; general loops)

@@ -9,8 +9,8 @@ inputs, outputs and a location. For these layouts a decoded vtable carries a *fu
 (:func:`tensor_layout`, :func:`operator_layout`): one ``unpack_from`` of every offset the loop
 needs, in a fixed order, and the field offsets; the loops here read each table with it and
 make its object in the same iteration, looking a vtable up only when it changes from the
-previous table's. A table of any other layout makes them return None, and the caller reads the
-block with the general loops.
+previous table's. A table of any other layout makes them raise :class:`NotFused`, and the
+caller reads the block with the general loops.
 
 The checks are the general loops': every position read lies in the buffer (a memoryview or
 struct read past it raises, a slice's end is compared with the buffer's size), every 4-byte
@@ -73,19 +73,16 @@ def _unpacker(offsets: tuple[int, ...], codes: str) -> Callable | None:
     return struct.Struct(fmt).unpack_from
 
 
-def tensors(b, positions: list[int], mk) -> dict | None:
+def tensors(b, positions: list[int], mk) -> dict:
     """The Tensor objects by name of the tensor tables at ``positions`` (aligned) of the lean reader's
-    buffer ``b``, made by the makers ``mk``; None when a table's layout is not the fused one."""
-    buf, u32, i32, size, seen, vtable, dims = b.buf, b.u32, b.i32, b.size, b.seen["TosaTensor"], b.vtable, _I32S
+    buffer ``b``, made by the makers ``mk``; raises :class:`NotFused` when a table's layout is
+    not the fused one."""
+    buf, u32, i32, size, dims = b.buf, b.u32, b.i32, b.size, _I32S
     plain, tensor, limit, prod, ndarray = mk.constants, mk.tensor, mk.limit, math.prod, np.ndarray
     out, aligned, vt = {}, 0, -1
     for pos in positions:
         if pos - i32[pos >> 2] != vt:
-            vt = pos - i32[pos >> 2]
-            layout = (seen.get(vt) or vtable("TosaTensor", vt))[5]
-            if layout is None:
-                return None
-            unpack, o_name, o_shape, o_data, o_empty, o_empty2 = layout
+            vt, (unpack, o_name, o_shape, o_data, o_empty, o_empty2) = _layout(b, "TosaTensor", pos)
         name, shape, code, data, empty, empty2 = unpack(buf, pos)
         name += pos + o_name  # (the first byte of each; its length is the word before)
         shape += pos + o_shape
@@ -120,29 +117,23 @@ def tensors(b, positions: list[int], mk) -> dict | None:
     return out
 
 
-def operators(b, positions: list[int], mk) -> list | None:
+def operators(b, positions: list[int], mk) -> list:
     """The Operator objects of the operator tables at ``positions`` (aligned) of the lean
-    reader's buffer ``b``, made by the makers ``mk``; None when a table's layout is not the
-    fused one."""
-    buf, u32, i32, size, seen, vtable = b.buf, b.u32, b.i32, b.size, b.seen["TosaOperator"], b.vtable
+    reader's buffer ``b``, made by the makers ``mk``; raises :class:`NotFused` when a table's
+    layout is not the fused one."""
+    buf, u32, i32, size = b.buf, b.u32, b.i32, b.size
     names, fieldless, operator, attributes, strings = mk.op_names, mk.fieldless, mk.operator, mk.attributes, _strings
     checked: set[int] = set()  # attribute vtables whose bounds were checked
     attribute_vtables: dict = {}
     out, aligned, vt, location_vt = [], 0, -1, -1
     for pos in positions:
         if pos - i32[pos >> 2] != vt:
-            vt = pos - i32[pos >> 2]
-            layout = (seen.get(vt) or vtable("TosaOperator", vt))[5]
-            if layout is None:
-                return None
-            unpack, o_attr, o_in, o_out, o_loc = layout
+            vt, (unpack, o_attr, o_in, o_out, o_loc) = _layout(b, "TosaOperator", pos)
         kind, code, attribute, inputs, outputs, loc = unpack(buf, pos)
         loc += pos + o_loc
         if loc - i32[loc >> 2] != location_vt:
             location_vt = loc - i32[loc >> 2]
             o_text = _location_text(b, location_vt)
-            if o_text is None:
-                return None
         if o_text:
             start = loc + o_text
             start += u32[start >> 2] + 4
@@ -184,11 +175,27 @@ def _text(buf: bytes, start: int, end: int, size: int) -> str:
     return buf[start:end].decode()
 
 
-def _location_text(b, vt: int) -> int | None:
-    """The offset of Text in the OpLocation tables of vtable ``vt`` (0: absent); None when they
-    set another field (the general loop checks it)."""
+class NotFused(Exception):
+    """A table's layout is not the fused loop's: the general loop reads the block."""
+
+
+def _layout(b, table: str, pos: int) -> tuple[int, tuple]:
+    """(vtable position, fused layout) of the ``table`` table at ``pos``; raises
+    :class:`NotFused` when its layout is not the fused loop's."""
+    vt = pos - b.i32[pos >> 2]
+    layout = (b.seen[table].get(vt) or b.vtable(table, vt))[5]
+    if layout is None:
+        raise NotFused
+    return vt, layout
+
+
+def _location_text(b, vt: int) -> int:
+    """The offset of Text in the OpLocation tables of vtable ``vt`` (0: absent); raises
+    :class:`NotFused` when they set another field (the general loop checks it)."""
     (o_text,), scalars, lengths = b.vtable("OpLocation", vt)[:3]
-    return None if scalars or lengths else o_text
+    if scalars or lengths:
+        raise NotFused
+    return o_text
 
 
 def _strings(buf: bytes, u32: memoryview, size: int, start: int) -> list[str]:

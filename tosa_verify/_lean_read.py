@@ -381,8 +381,10 @@ def _objects(b: _Buffer, start: int, makers: Makers, readers: tuple) -> list:
         if rows is not None:
             return getattr(makers, make)(b.buf, rows)
     positions = b.tables_at(start)
-    got = getattr(_fused_read, fused)(b, positions, makers)
-    return getattr(makers, make)(b.buf, tables(b, positions)) if got is None else got
+    try:
+        return getattr(_fused_read, fused)(b, positions, makers)
+    except _fused_read.NotFused:
+        return getattr(makers, make)(b.buf, tables(b, positions))
 
 
 def _tensors(b: _Buffer, positions: list[int]) -> list[tuple]:
