@@ -6,6 +6,7 @@ or its error, on every shipped graph and on corrupted bytes is in test_lean_read
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 
 import pytest
@@ -89,3 +90,22 @@ def test_a_vtable_cut_short_by_the_end_of_the_buffer_is_never_decoded() -> None:
     for key in (bytes([5, 0, 8, 0, 4]), bytes([2, 0]), bytes([8, 0, 8, 0, 4, 0])):  # (odd, short, cut)
         with pytest.raises(_lean_read._Decline):
             _lean_read._new_vtable("TosaGraph", key)
+
+
+def test_the_loaders_objects_are_the_dataclasses_own(monkeypatch) -> None:
+    """The loops set a Tensor's and an Operator's fields themselves (no __init__ call): every
+    field, in the dataclass's order, equal to the constructor's object, on every path."""
+    data = _chain()
+    for min_tables in (10**6, 0):  # (fused loops; column-wise rows and the graph's makers)
+        monkeypatch.setattr(_bulk_read, "MIN_TABLES", min_tables)
+        monkeypatch.setattr(_bulk_read, "MIN_OPERATORS", min_tables)
+        block = graph.parse(data).main
+        for objects, cls in ((list(block.tensors.values()), graph.Tensor), (block.operators, graph.Operator)):
+            names = [f.name for f in dataclasses.fields(cls)]
+            for obj in objects:
+                assert type(obj) is cls and list(vars(obj)) == names
+                assert repr(cls(**vars(obj))) == repr(obj)
+        assert block.operators[0] == graph.Operator("CONST", {}, [], ["c0"])
+        c1 = block.tensors["c1"]
+        assert (c1.shape, c1.dtype, c1.data.tolist(), c1.variable, c1.variable_name, c1.unranked) == (
+            (1, 3), "INT32", [[0, 1, 2]], False, "", False)

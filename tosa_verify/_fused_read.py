@@ -78,7 +78,7 @@ def tensors(b, positions: list[int], mk) -> dict:
     buffer ``b``, made by the makers ``mk``; raises :class:`NotFused` when a table's layout is
     not the fused one."""
     buf, u32, i32, size, dims = b.buf, b.u32, b.i32, b.size, _I32S
-    plain, tensor, limit, prod, ndarray = mk.constants, mk.tensor, mk.limit, math.prod, np.ndarray
+    plain, tensor, limit, prod, ndarray, new = mk.constants, mk.tensor, mk.limit, math.prod, np.ndarray, object.__new__
     out, aligned, vt = {}, 0, -1
     for pos in positions:
         if pos - i32[pos >> 2] != vt:
@@ -103,15 +103,15 @@ def tensors(b, positions: list[int], mk) -> dict:
         name = buf[name:end].decode()
         if got is None:
             out[name] = mk.decoded(buf, name, shape, code, data, length)
-        elif length:
-            if prod(shape) > limit or length < prod(shape) * got[2]:
-                raise ValueError("constant too large or too short")  # (the per-table reader names it)
-            # a read-only view of the file's bytes, as decode_constant makes
-            out[name] = tensor(name, shape, got[0], ndarray(shape, got[1], buf, data))
-        elif prod(shape) > limit:
-            raise ValueError("tensor too large")
-        else:
-            out[name] = tensor(name, shape, got[0])
+            continue
+        if prod(shape) > limit or length and length < prod(shape) * got[2]:
+            raise ValueError("tensor too large or constant too short")  # (the per-table reader names it)
+        # the dataclass's fields set here, not by a call of its __init__ (a third of the time)
+        t = out[name] = new(tensor)
+        t.name, t.shape, t.dtype = name, shape, got[0]
+        # a read-only view of the file's bytes, as decode_constant makes
+        t.data = ndarray(shape, got[1], buf, data) if length else None
+        t.variable, t.variable_name, t.unranked = False, "", False
     if aligned & 3:  # (every read above stayed inside the buffer)
         raise ValueError("misaligned")
     return out
@@ -123,6 +123,7 @@ def operators(b, positions: list[int], mk) -> list:
     layout is not the fused one."""
     buf, u32, i32, size = b.buf, b.u32, b.i32, b.size
     names, fieldless, operator, attributes, strings = mk.op_names, mk.fieldless, mk.operator, mk.attributes, _strings
+    new = object.__new__
     checked: set[int] = set()  # attribute vtables whose bounds were checked
     attribute_vtables: dict = {}
     out, aligned, vt, location_vt = [], 0, -1, -1
@@ -161,8 +162,10 @@ def operators(b, positions: list[int], mk) -> list:
             outputs = [buf[start:end].decode()]
         else:
             outputs = strings(buf, u32, size, outputs)
-        out.append(operator(names[code], {} if fieldless[kind] else attributes(buf, attribute, kind, attribute_vtables),
-                            inputs, outputs, location))
+        op = new(operator)  # (the dataclass's fields set here, not by a call of its __init__)
+        op.op, op.attrs = names[code], {} if fieldless[kind] else attributes(buf, attribute, kind, attribute_vtables)
+        op.inputs, op.outputs, op.location = inputs, outputs, location
+        out.append(op)
     if aligned & 3:  # (every read above stayed inside the buffer)
         raise ValueError("misaligned")
     return out

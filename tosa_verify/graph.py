@@ -394,7 +394,7 @@ def _make_tensors(buf: bytes, rows: Iterable[tuple]) -> dict[str, Tensor]:
     """The tensors by name of the lean reader's rows (name, shape, type code, data start, data
     length) of ``buf``; a KeyError or size error makes it decline, and the per-table reader
     reports it."""
-    plain, prod, limit, tensor, ndarray = _plain_constants(), math.prod, MAX_TENSOR_ELEMENTS, Tensor, np.ndarray
+    plain, prod, limit, tensor, ndarray, new = _plain_constants(), math.prod, MAX_TENSOR_ELEMENTS, Tensor, np.ndarray, object.__new__
     out = {}
     for name, shape, code, start, length in rows:
         got = plain.get(code)
@@ -405,8 +405,11 @@ def _make_tensors(buf: bytes, rows: Iterable[tuple]) -> dict[str, Tensor]:
         count = prod(shape)
         if count > limit or length and length < count * itemsize:
             raise _TooLarge  # (the per-table reader names the tensor and the sizes)
+        t = out[name] = new(tensor)  # (the dataclass's fields set here, not by a call of its __init__)
+        t.name, t.shape, t.dtype = name, shape, dtype
         # a read-only view of the file's bytes, as decode_constant makes (one call, not two)
-        out[name] = tensor(name, shape, dtype, ndarray(shape, working, buf, start) if length else None)
+        t.data = ndarray(shape, working, buf, start) if length else None
+        t.variable, t.variable_name, t.unranked = False, "", False
     return out
 
 
@@ -429,7 +432,7 @@ def _make_operators(buf: bytes, rows: Iterable[tuple]) -> list[Operator]:
     or 0, inputs, outputs, location) of ``buf``; an unknown op code or attribute type is a
     KeyError, which makes it decline (the reader checked the attribute table's bounds, all that
     a type without fields, CONST's, needs)."""
-    names, fieldless, operator, attribute_vtables = _op_names(), _FIELDLESS, Operator, {}
+    names, fieldless, operator, attribute_vtables, new = _op_names(), _FIELDLESS, Operator, {}, object.__new__
     out = []
     for code, kind, at, inputs, outputs, location in rows:
         if not fieldless[kind]:
@@ -438,7 +441,9 @@ def _make_operators(buf: bytes, rows: Iterable[tuple]) -> list[Operator]:
             raise KeyError(kind)  # (a missing attribute: the per-table reader reports it)
         else:
             attrs = {}
-        out.append(operator(names[code], attrs, inputs, outputs, location))
+        op = new(operator)  # (the dataclass's fields set here in order, not by a call of its __init__)
+        op.op, op.attrs, op.inputs, op.outputs, op.location = names[code], attrs, inputs, outputs, location
+        out.append(op)
     return out
 
 
