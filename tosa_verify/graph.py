@@ -459,8 +459,8 @@ def _make_shape(buf: bytes, name: str, rank: int, start: int, length: int) -> Te
 
 def _make_block(name: str, operators: list, tensors: dict, inputs: list, outputs: list, shapes: list) -> Block:
     # (dict(zip(map(...))): a comprehension costs a function call in Python 3.11)
-    return _new_block(name, operators, tensors, inputs, outputs,
-                      dict(zip(map(_NAME, shapes), shapes, strict=True)) if shapes else {})
+    return _block(name, WatchedList(operators), WatchedDict(tensors), WatchedList(inputs), WatchedList(outputs),
+                  WatchedDict(zip(map(_NAME, shapes), shapes, strict=True)))
 
 
 _NAME = attrgetter("name")
@@ -569,7 +569,7 @@ def parse(data: bytes) -> Graph:
         )
     if not regions or not regions[0].blocks:
         raise TosaFormatError("TOSA graph has no region or no basic block")
-    return _graph(version=version, regions=WatchedList(regions), raw=data)
+    return _graph(version, WatchedList(regions), data)
 
 
 def _read_graph(data: bytes, op_names: dict[int, str]) -> tuple[tuple[int, int, int, bool], list[Region]]:
