@@ -16,10 +16,14 @@ one tensor and one CONST operator per constant). This reader does the least such
   the table's inline fields at once;
 * strings are decoded with ``bytes.decode()``'s default, UTF-8 (naming the codec costs a lookup
   per string);
+* the graph, its regions and blocks are read with one ``unpack_from`` each and no call per
+  field (the skeleton: a fixed cost of every load), and their vtables straight from the cache;
 * a block with many tensor or operator tables has them read column-wise by :mod:`._bulk_read`
-  (numpy gathers over all tables at once), which falls back to the table-by-table loops here;
-* both produce rows of plain values, and the makers (``graph``) build a block's objects from
-  its rows in one call.
+  (numpy gathers over all tables at once), and the makers (``graph``) build a block's objects
+  from its rows in one call; a smaller block's tables of the common layouts are read by the
+  fused loops of :mod:`._fused_read`, which make each object as they read its table; a table
+  of another layout leaves the block to the general table-by-table loops here (rows, then the
+  makers).
 
 It covers the common case and returns None for anything else (a field it does not read set to
 other than its default, a position outside the buffer or not aligned, a corrupt count, an
