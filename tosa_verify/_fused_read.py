@@ -19,7 +19,7 @@ hold their defaults (the empty vectors are checked here), and anything unusual r
 makes the lean reader decline to the per-table reader, whose result or error is the one given.
 
 >>> tensors(b, positions, makers)   # doctest: +SKIP
-[Tensor(name='x', shape=(1, 8), dtype='INT8', ...)]
+{'x': Tensor(name='x', shape=(1, 8), dtype='INT8', ...)}
 """
 
 from __future__ import annotations
