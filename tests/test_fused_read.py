@@ -14,6 +14,7 @@ from test_bulk_read import _chain, _vector
 from test_lean_read import GRAPHS, _lean
 
 from tosa_verify import _bulk_read, _fused_read, _lean_read, graph
+from tosa_verify.writer import to_flatbuffer
 
 
 def test_the_common_layouts_are_taken_and_the_others_left_to_the_general_loops() -> None:
@@ -109,3 +110,20 @@ def test_the_loaders_objects_are_the_dataclasses_own(monkeypatch) -> None:
         c1 = block.tensors["c1"]
         assert (c1.shape, c1.dtype, c1.data.tolist(), c1.variable, c1.variable_name, c1.unranked) == (
             (1, 3), "INT32", [[0, 1, 2]], False, "", False)
+
+
+def _not_fused(*args) -> None:
+    raise _fused_read.NotFused
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_a_tensor_setting_a_field_the_reader_does_not_read_is_left_to_the_table_reader(monkeypatch, fused) -> None:
+    """A VariableName the lean reader does not read makes it decline (the fused loop checks the
+    vectors it skips are empty), so the graph's tensor keeps it."""
+    if not fused:
+        monkeypatch.setattr(_fused_read, "tensors", _not_fused)
+    tensors = {"x": graph.Tensor("x", (1, 3), "INT32"), "y": graph.Tensor("y", (1, 3), "INT32", variable_name="named")}
+    block = graph.Block("main", [graph.Operator("ABS", {}, ["x"], ["y"])], tensors, ["x"], ["y"])
+    data = to_flatbuffer(graph.Graph((1, 0, 0, False), [graph.Region("main", [block])]))
+    assert _lean(data) is None
+    assert graph.parse(data).main.tensors["y"].variable_name == "named"

@@ -35,16 +35,16 @@ from ._flatbuffer import _I32S
 
 def tensor_layout(offsets: tuple[int, ...], scalars: tuple, lengths: tuple) -> tuple | None:
     """(``unpack_from`` of the name, shape, type, data and two empty vectors' fields; the
-    offsets of name, shape and data plus 4, of the two empty vectors plus 4) of a TosaTensor
+    offsets of name, shape and data plus 4, of the two empty vectors) of a TosaTensor
     vtable whose read fields are at ``offsets`` (Name, Shape, Type, Data), with other scalars
     ``scalars`` and other vectors ``lengths`` present; None for another layout.
 
     >>> tensor_layout((4, 8, 12, 16), (), (20, 24))[1:]
-    (8, 12, 20, 24, 28)
+    (8, 12, 20, 20, 24)
     """
     o_name, o_shape, _, o_data = offsets
     unpack = _unpacker((*offsets, *lengths), "IIIIII") if len(lengths) == 2 and not scalars and all(offsets) else None
-    return None if unpack is None else (unpack, o_name + 4, o_shape + 4, o_data + 4, lengths[0] + 4, lengths[1] + 4)
+    return None if unpack is None else (unpack, o_name + 4, o_shape + 4, o_data + 4, *lengths)
 
 
 def operator_layout(offsets: tuple[int, ...], scalars: tuple, lengths: tuple) -> tuple | None:
@@ -84,18 +84,17 @@ def tensors(b, positions: list[int], mk) -> dict:
         if pos - i32[pos >> 2] != vt:
             vt, (unpack, o_name, o_shape, o_data, o_empty, o_empty2) = _layout(b, "TosaTensor", pos)
         name, shape, code, data, empty, empty2 = unpack(buf, pos)
+        # (pos and the field offsets are aligned: what a field refers to is when its offset is)
+        aligned |= name | shape | data | empty | empty2
         name += pos + o_name  # (the first byte of each; its length is the word before)
         shape += pos + o_shape
         data += pos + o_data
-        empty += pos + o_empty
-        empty2 += pos + o_empty2
         end = name + u32[(name >> 2) - 1]
         rank = u32[(shape >> 2) - 1]
         length = u32[(data >> 2) - 1]
-        if end > size or shape + 4 * rank > size or data + length > size or u32[(empty >> 2) - 1] or u32[
-                (empty2 >> 2) - 1]:
+        if end > size or shape + 4 * rank > size or data + length > size or u32[
+                (pos + o_empty + empty) >> 2] or u32[(pos + o_empty2 + empty2) >> 2]:
             raise ValueError("a tensor table runs past the end, or sets VariableName or ScaleData")
-        aligned |= name | shape | data | empty | empty2
         shape = dims[rank](buf, shape)
         if shape and min(shape) < 0:
             raise ValueError("negative dimension")  # (the per-table reader names the tensor)
