@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tosa_verify import _bulk_read, _lean_read, graph
+from tosa_verify import _bulk_read, _fused_read, _lean_read, graph
 from tosa_verify.errors import TosaError
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -81,8 +81,20 @@ def _same(a: object, b: object) -> None:
                         assert t.data.flags.writeable == u.data.flags.writeable
 
 
-@pytest.mark.parametrize("min_tables", [10**6, 0])  # (table by table; column-wise)
+def _no_fused_loops(monkeypatch) -> None:
+    """Makes the fused loops decline every block: the general table-by-table loops read it."""
+    def decline(*args):
+        raise _fused_read.NotFused
+
+    monkeypatch.setattr(_fused_read, "tensors", decline)
+    monkeypatch.setattr(_fused_read, "operators", decline)
+
+
+@pytest.mark.parametrize("min_tables", [10**6, 0, "general"])  # (fused loops; column-wise; general loops)
 def test_the_lean_reader_reads_every_graph_as_the_table_reader_does(monkeypatch, min_tables) -> None:
+    if min_tables == "general":
+        _no_fused_loops(monkeypatch)
+        min_tables = 10**6
     monkeypatch.setattr(_bulk_read, "MIN_TABLES", min_tables)
     monkeypatch.setattr(_bulk_read, "MIN_OPERATORS", min_tables)
     declined = []
@@ -111,11 +123,13 @@ def test_the_column_reader_reads_the_lowered_graphs_itself(monkeypatch) -> None:
     assert len(results) >= 2 * len(lowered) and all(r is not None for r in results)
 
 
-@pytest.mark.parametrize("reader", ["table by table", "column-wise"])
+@pytest.mark.parametrize("reader", ["fused", "column-wise", "general"])
 @pytest.mark.parametrize("seed", range(3))
 def test_truncated_or_corrupted_bytes_give_the_table_readers_result_or_error(monkeypatch, reader, seed) -> None:
-    monkeypatch.setattr(_bulk_read, "MIN_TABLES", 10**6 if reader == "table by table" else 0)
-    monkeypatch.setattr(_bulk_read, "MIN_OPERATORS", 10**6 if reader == "table by table" else 0)
+    if reader == "general":
+        _no_fused_loops(monkeypatch)
+    monkeypatch.setattr(_bulk_read, "MIN_TABLES", 0 if reader == "column-wise" else 10**6)
+    monkeypatch.setattr(_bulk_read, "MIN_OPERATORS", 0 if reader == "column-wise" else 10**6)
     rng = random.Random(seed)
     for _, data in GRAPHS[seed::5]:
         for _ in range(2):

@@ -16,10 +16,14 @@ one tensor and one CONST operator per constant). This reader does the least such
   the table's inline fields at once;
 * strings are decoded with ``bytes.decode()``'s default, UTF-8 (naming the codec costs a lookup
   per string);
+* the graph, its regions and blocks are read with one ``unpack_from`` each and no call per
+  field (the skeleton: a fixed cost of every load), and their vtables straight from the cache;
 * a block with many tensor or operator tables has them read column-wise by :mod:`._bulk_read`
-  (numpy gathers over all tables at once), which falls back to the table-by-table loops here;
-* both produce rows of plain values, and the makers (``graph``) build a block's objects from
-  its rows in one call.
+  (numpy gathers over all tables at once), and the makers (``graph``) build a block's objects
+  from its rows in one call; a smaller block's tables of the common layouts are read by the
+  fused loops of :mod:`._fused_read`, which make each object as they read its table; a table
+  of another layout leaves the block to the general table-by-table loops here (rows, then the
+  makers).
 
 It covers the common case and returns None for anything else (a field it does not read set to
 other than its default, a position outside the buffer or not aligned, a corrupt count, an
@@ -36,13 +40,14 @@ from __future__ import annotations
 import struct
 import sys
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from functools import reduce
 from operator import add, itemgetter, or_
 from typing import NamedTuple
 
-from . import _bulk_read
+from . import _bulk_read, _fused_read
 from ._flatbuffer import _I32S, _U32S, Field, table_layout
+from ._fused_read import _strings
 
 #: (table, fields read in order): the tables this reader reads, and the fields it returns.
 _SCHEMAS = {
@@ -66,7 +71,11 @@ _MAX_VTABLES = 4096
 
 
 def _new_vtable(table: str, key: bytes) -> tuple:
-    """Decode a vtable of ``table`` not seen before and keep it in :data:`_VTABLES`."""
+    """Decode a vtable of ``table`` not seen before and keep it in :data:`_VTABLES`; declines
+    unless ``key`` is a whole vtable of an even size (as its first word says; the per-table
+    reader reads the others)."""
+    if len(key) < 4 or len(key) & 1 or len(key) != key[0] | key[1] << 8:
+        raise _Decline
     layouts = _VTABLES[table]
     if len(layouts) >= _MAX_VTABLES:
         layouts.clear()
@@ -79,21 +88,36 @@ class _Decline(Exception):
 
 
 class Makers(NamedTuple):
-    """The graph's constructors: ``tensors(buf, rows)`` of the rows (name, shape, type code, data
+    """The graph's constructors: ``tensors(buf, rows)`` (by name) of the rows (name, shape, type code, data
     start, data length) of a block's tensor tables, ``shape(buf, name, rank, data start, data
     length)``, ``operators(buf, rows)`` of the rows (op code, attribute type, attribute table
     position or 0, inputs, outputs, location) of its operator tables and ``block(name, operators,
-    tensors, inputs, outputs, shapes)``; any exception from them makes the reader decline."""
+    tensors, inputs, outputs, shapes)``; any exception from them makes the reader decline. The
+    fused loops (:mod:`._fused_read`) make the objects themselves, with ``tensor`` (the Tensor
+    class), ``constants`` (dtype code -> (name, working dtype, itemsize) of the types whose
+    data is a view of the bytes), ``limit`` (most elements of a tensor), ``decoded(buf, name,
+    shape, code, data start, data length)`` (a tensor of another type), ``operator`` (the
+    Operator class), ``op_names`` (op code -> name), ``fieldless`` (attribute type -> whether it
+    has no fields) and ``attributes(buf, table position, attribute type, vtables seen)``."""
 
     tensors: Callable
     shape: Callable
     operators: Callable
     block: Callable
+    tensor: type
+    constants: dict
+    limit: int
+    decoded: Callable
+    operator: type
+    op_names: dict
+    fieldless: dict
+    attributes: Callable
 
 
 def _decode_vtable(table: str, key: bytes) -> tuple:
     """(offset of each field read, or 0; [(offset, size)] of the other scalars present; offsets
-    of the other strings and vectors present; the two callables of :func:`_inline_reader`) of a
+    of the other strings and vectors present; the two callables of :func:`_inline_reader`; the
+    fused loop's layout (see :mod:`._fused_read`) or None) of a
     vtable of ``table`` whose bytes are ``key``; declines when another field that cannot hold its default is present (a table, or a scalar
     whose default is not zero), or a 4-byte field is not aligned."""
     layout = table_layout(table)
@@ -119,8 +143,14 @@ def _decode_vtable(table: str, key: bytes) -> tuple:
             lengths.append(off)
         else:
             raise _Decline
-    read_offsets = tuple(offset(layout[name]) for name in read)
-    return read_offsets, tuple(scalars), tuple(lengths), *_inline_reader([layout[name] for name in read], read_offsets)
+    read_offsets, scalars, lengths = tuple(offset(layout[name]) for name in read), tuple(scalars), tuple(lengths)
+    fused = _FUSED.get(table)
+    return (read_offsets, scalars, lengths, *_inline_reader([layout[name] for name in read], read_offsets),
+            fused and fused(read_offsets, scalars, lengths))
+
+
+#: The layouts of the fused loops, by table.
+_FUSED = {"TosaTensor": _fused_read.tensor_layout, "TosaOperator": _fused_read.operator_layout}
 
 
 def _inline_reader(fields: list[Field], offsets: tuple[int, ...]) -> tuple[Callable, Callable | None]:
@@ -139,7 +169,8 @@ def _inline_reader(fields: list[Field], offsets: tuple[int, ...]) -> tuple[Calla
     where = {i: k for k, (_, i) in enumerate(present)}
     order = tuple(where.get(i, len(present)) for i in range(len(fields)))
     # (None: the unpacked values are already in field order, all present)
-    return struct.Struct(fmt).unpack_from, None if order == tuple(range(len(fields))) else itemgetter(*order)
+    in_order = order == tuple(range(len(fields))) and len(present) == len(fields)
+    return struct.Struct(fmt).unpack_from, None if in_order else itemgetter(*order)
 
 
 #: What ``order`` (see :func:`_inline_reader`) picks for an absent field.
@@ -176,6 +207,20 @@ class _Buffer:
             self.check_defaults(pos, got[1], got[2])
         return got
 
+    def row(self, table: str, pos: int) -> tuple[tuple[int, ...], tuple]:
+        """(offsets of the fields of ``table`` this reader reads (0: absent), their inline values
+        (0 when absent): a scalar's value, an offset field's offset from its own position) of
+        the table at ``pos``, after the checks of :meth:`fields`."""
+        vt = pos - self.i32[pos >> 2]
+        if pos & 3 or vt < 0:
+            raise _Decline
+        buf = self.buf  # (a table read once per load: its vtable straight from the cache, see vtable())
+        key = buf[vt:vt + (buf[vt] | buf[vt + 1] << 8)]
+        offsets, scalars, lengths, inline, order, _ = _VTABLES[table].get(key) or _new_vtable(table, key)
+        if scalars or lengths:
+            self.check_defaults(pos, scalars, lengths)
+        return offsets, (order(inline(buf, pos) + _ABSENT) if order else inline(buf, pos))
+
     def vtable_bounds(self, vt: int) -> int:
         """The end of the vtable at ``vt``; declines unless it lies in the buffer."""
         if vt < 0 or vt + 4 > self.size:
@@ -187,18 +232,13 @@ class _Buffer:
 
     def vtable(self, table: str, vt: int) -> tuple:
         """The decoded vtable of ``table`` at ``vt``, from the module's cache after the first time."""
+        if vt < 0:
+            raise _Decline
         buf = self.buf
-        if vt < 0 or vt + 4 > self.size:  # (vtable_bounds, inlined: once per vtable and load)
-            raise _Decline
-        end = vt + 4 + 2 * (max((buf[vt] | buf[vt + 1] << 8) - 4, 0) >> 1)
-        if end > self.size:
-            raise _Decline
-        layouts = _VTABLES[table]  # (per table: the vtable's bytes alone are the key)
-        key = buf[vt:end]
-        got = layouts.get(key)
-        if got is None:
-            got = _new_vtable(table, key)
-        self.seen[table][vt] = got
+        # (the key is the bytes its first word says it has, an IndexError past the end; a key
+        # cut short by the end of the buffer is never in the cache: see _new_vtable)
+        key = buf[vt:vt + (buf[vt] | buf[vt + 1] << 8)]
+        got = self.seen[table][vt] = _VTABLES[table].get(key) or _new_vtable(table, key)
         return got
 
     def check_defaults(self, pos: int, scalars: tuple, lengths: tuple) -> None:
@@ -225,26 +265,39 @@ class _Buffer:
     def tables(self, at: int) -> list[int]:
         """Positions of the tables (or strings) of the vector of offsets referenced from ``at``
         (0: absent), each checked to be aligned."""
-        if not at:
+        return self.tables_at(at + self.u32[at >> 2]) if at else []
+
+    def tables_at(self, start: int) -> list[int]:
+        """Positions of the tables (or strings) of the vector of offsets at ``start`` (0:
+        absent), each checked to be aligned."""
+        if not start:
             return []
-        start = at + self.u32[at >> 2]
         count = self.u32[start >> 2]
         if start & 3 or start + 4 + 4 * count > self.size:  # (before allocating by a corrupt count)
             raise _Decline
-        if count < 8:  # (a comprehension costs less for a few tables, one unpack for many)
-            u32 = self.u32
-            out = [at + u32[at >> 2] for at in range(start + 4, start + 4 + 4 * count, 4)]
-        else:
-            out = list(map(add, _U32S[count](self.buf, start + 4), range(start + 4, start + 4 + 4 * count, 4)))
+        if count < 2:  # (a graph's one region and one block, a block's empty shapes)
+            if not count:
+                return []
+            start += 4 + self.u32[(start >> 2) + 1]
+            if start & 3:
+                raise _Decline
+            return [start]
+        # (C-level map and reduce: a comprehension costs a function call in Python 3.11)
+        out = list(map(add, _U32S[count](self.buf, start + 4), range(start + 4, start + 4 + 4 * count, 4)))
         if reduce(or_, out, 0) & 3:
             raise _Decline
         return out
 
     def string(self, at: int) -> str:
         """The string referenced from ``at`` ("" when ``at`` is 0: absent)."""
-        start = self.target(at)
+        return self.string_at(self.target(at))
+
+    def string_at(self, start: int) -> str:
+        """The string at ``start`` ("" when ``start`` is 0: absent)."""
         if not start:
             return ""
+        if start & 3:
+            raise _Decline
         end = start + 4 + self.u32[start >> 2]
         if end > self.size:
             raise _Decline
@@ -271,27 +324,24 @@ def read_graph(buf: bytes, makers: Makers) -> tuple[tuple[int, int, int, bool], 
     try:
         b = _Buffer(buf)
         root = b.u32[0]
-        o_version, o_regions = b.fields("TosaGraph", root)
-        version_at = b.target(root + o_version if o_version else 0)
-        if not version_at:
+        (o_version, o_regions), (version, regions_at) = b.row("TosaGraph", root)
+        if not o_version:
             raise _Decline
-        version = _version(b, version_at)
         regions = []
-        for region in b.tables(root + o_regions if o_regions else 0):
-            o_name, o_blocks = b.fields("TosaRegion", region)
-            blocks = [_block(b, block, makers) for block in b.tables(region + o_blocks if o_blocks else 0)]
-            regions.append((b.string(region + o_name if o_name else 0), blocks))
-        return version, regions
+        for region in b.tables_at(root + o_regions + regions_at if o_regions else 0):
+            (o_name, o_blocks), (name, blocks) = b.row("TosaRegion", region)
+            blocks = b.tables_at(region + o_blocks + blocks if o_blocks else 0)
+            regions.append((b.string_at(region + o_name + name if o_name else 0),
+                            [_block(b, block, makers) for block in blocks] if len(blocks) > 1 else
+                            [_block(b, blocks[0], makers)] if blocks else []))
+        return _version(b, root + o_version + version), regions
     except Exception:  # noqa: BLE001  (the per-table reader reports it, with its message)
         return None
 
 
 def _version(b: _Buffer, at: int) -> tuple[int, int, int, bool]:
-    if at & 3:
-        raise _Decline
-    offsets, _, _, inline, order = b.entry("Version", at)
+    offsets, (major, minor, patch, draft) = b.row("Version", at)
     if all(offsets):  # (as the writers write it: one unpack)
-        major, minor, patch, draft = order(inline(b.buf, at) + _ABSENT) if order else inline(b.buf, at)
         return major, minor, patch, bool(draft)
     layout = table_layout("Version")
     values = []
@@ -308,27 +358,37 @@ def _version(b: _Buffer, at: int) -> tuple[int, int, int, bool]:
 
 
 def _block(b: _Buffer, pos: int, makers: Makers):
-    o_name, o_ops, o_tensors, o_in, o_out, o_shapes = b.fields("TosaBasicBlock", pos)
-    tensors = _rows(b, pos + o_tensors if o_tensors else 0, _bulk_read.tensor_rows, _tensors, _bulk_read.MIN_TABLES)
-    shapes = [_shape(b, at, makers.shape) for at in b.tables(pos + o_shapes if o_shapes else 0)]
-    operators = _rows(b, pos + o_ops if o_ops else 0, _bulk_read.operator_rows, _operators, _bulk_read.MIN_OPERATORS)
-    return makers.block(b.string(pos + o_name if o_name else 0), makers.operators(b.buf, operators),
-                        makers.tensors(b.buf, tensors), b.strings(pos + o_in if o_in else 0),
-                        b.strings(pos + o_out if o_out else 0), shapes)
+    (o_name, o_ops, o_tensors, o_in, o_out, o_shapes), (name, operators, tensors, inputs, outputs, shapes) = b.row(
+        "TosaBasicBlock", pos)
+    tensors = _objects(b, pos + o_tensors + tensors if o_tensors else 0, makers, _TENSORS)
+    shapes = b.tables_at(pos + o_shapes + shapes if o_shapes else 0)
+    shapes = [_shape(b, at, makers.shape) for at in shapes] if shapes else []
+    operators = _objects(b, pos + o_ops + operators if o_ops else 0, makers, _OPERATORS)
+    buf, u32, size = b.buf, b.u32, b.size
+    return makers.block(b.string_at(pos + o_name + name if o_name else 0), operators, tensors,
+                        _strings(buf, u32, size, pos + o_in + inputs) if o_in else [],
+                        _strings(buf, u32, size, pos + o_out + outputs) if o_out else [], shapes)
 
 
-def _rows(b: _Buffer, at: int, columns: Callable, tables: Callable, least: int) -> Iterable[tuple]:
-    """The rows of the tables of the vector of offsets referenced from ``at``: read column-wise
-    (:mod:`._bulk_read`) when there are ``least`` of them or more and that reader's case applies,
-    else table by table."""
-    start = b.target(at)
-    if start and b.u32[start >> 2] >= least:
+def _objects(b: _Buffer, start: int, makers: Makers, readers: tuple) -> list:
+    """The objects of the tables of the vector of offsets at ``start`` (0: absent), ``readers``
+    (see :data:`_TENSORS`) giving the ways to read them: column-wise (:mod:`._bulk_read`) when
+    there are enough of them and that reader's case applies, else by the fused loop
+    (:mod:`._fused_read`) when every table has its layout, else table by table."""
+    columns, least, fused, tables, make = readers
+    if start & 3:
+        raise _Decline
+    if start and b.u32[start >> 2] >= getattr(_bulk_read, least):
         if b.words is None:
             b.words = _bulk_read.Words(b.buf)
-        rows = columns(b, start)
+        rows = getattr(_bulk_read, columns)(b, start)
         if rows is not None:
-            return rows
-    return tables(b, b.tables(at))
+            return getattr(makers, make)(b.buf, rows)
+    positions = b.tables_at(start)
+    try:
+        return getattr(_fused_read, fused)(b, positions, makers)
+    except _fused_read.NotFused:
+        return getattr(makers, make)(b.buf, tables(b, positions))
 
 
 def _tensors(b: _Buffer, positions: list[int]) -> list[tuple]:
@@ -339,7 +399,7 @@ def _tensors(b: _Buffer, positions: list[int]) -> list[tuple]:
     out, aligned = [], 0
     for pos in positions:  # (aligned, as tables() checks)
         vt = pos - i32[pos >> 2]
-        (o_name, o_shape, o_type, o_data), scalars, lengths, inline, order = (
+        (o_name, o_shape, o_type, o_data), scalars, lengths, inline, order, _ = (
             seen.get(vt) or b.vtable("TosaTensor", vt))
         name, shape, code, data = order(inline(buf, pos) + _ABSENT) if order else inline(buf, pos)
         if scalars:
@@ -393,7 +453,7 @@ def _operators(b: _Buffer, positions: list[int]) -> list[tuple]:
     out, aligned = [], 0
     for pos in positions:  # (aligned, as tables() checks)
         vt = pos - i32[pos >> 2]
-        (o_op, o_kind, o_attr, o_in, o_out, o_loc), scalars, lengths, inline, order = (
+        (o_op, o_kind, o_attr, o_in, o_out, o_loc), scalars, lengths, inline, order, _ = (
             seen.get(vt) or b.vtable("TosaOperator", vt))
         code, kind, attribute, inputs, outputs, loc = order(inline(buf, pos) + _ABSENT) if order else inline(buf, pos)
         if scalars or lengths:
@@ -447,20 +507,7 @@ def _operators(b: _Buffer, positions: list[int]) -> list[tuple]:
     return out
 
 
-def _strings(buf: bytes, u32: memoryview, size: int, start: int) -> list[str]:
-    """The strings of the vector of strings at ``start``: :meth:`_Buffer.strings` without the
-    method calls, for the operators' inputs and outputs."""
-    count = u32[start >> 2]
-    if start & 3 or start + 4 + 4 * count > size:  # (before allocating by a corrupt count)
-        raise _Decline
-    out, aligned = [], 0
-    for at in range(start + 4, start + 4 + 4 * count, 4):
-        begin = at + u32[at >> 2] + 4
-        end = begin + u32[(begin >> 2) - 1]
-        if end > size:
-            raise _Decline
-        aligned |= begin
-        out.append(buf[begin:end].decode())
-    if aligned & 3:
-        raise _Decline
-    return out
+#: (names of the column reader, of its least table count and of the fused loop, table-by-table reader, maker) of
+#: the tensor and the operator tables (names looked up at each call: tests change them).
+_TENSORS = ("tensor_rows", "MIN_TABLES", "tensors", _tensors, "tensors")
+_OPERATORS = ("operator_rows", "MIN_OPERATORS", "operators", _operators, "operators")

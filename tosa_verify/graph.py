@@ -16,6 +16,7 @@ import re
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 
 import numpy as np
@@ -389,22 +390,26 @@ def _plain_constants() -> dict[int, tuple[str, np.dtype, int]]:
             if info.working.kind in "iuf" and info.bits == 8 * info.working.itemsize and info.name != "BOOL"}
 
 
-def _make_tensors(buf: bytes, rows: Iterable[tuple]) -> list[Tensor]:
-    """The tensors of the lean reader's rows (name, shape, type code, data start, data length) of
-    ``buf``; a KeyError or size error makes it decline, and the per-table reader reports it."""
-    plain, prod, limit, tensor, ndarray = _plain_constants(), math.prod, MAX_TENSOR_ELEMENTS, Tensor, np.ndarray
-    out = []
+def _make_tensors(buf: bytes, rows: Iterable[tuple]) -> dict[str, Tensor]:
+    """The tensors by name of the lean reader's rows (name, shape, type code, data start, data
+    length) of ``buf``; a KeyError or size error makes it decline, and the per-table reader
+    reports it."""
+    plain, prod, limit, tensor, ndarray, new = _plain_constants(), math.prod, MAX_TENSOR_ELEMENTS, Tensor, np.ndarray, object.__new__
+    out = {}
     for name, shape, code, start, length in rows:
         got = plain.get(code)
         if got is None:
-            out.append(_decoded_tensor(buf, name, shape, code, start, length))
+            out[name] = _decoded_tensor(buf, name, shape, code, start, length)
             continue
         dtype, working, itemsize = got
         count = prod(shape)
         if count > limit or length and length < count * itemsize:
             raise _TooLarge  # (the per-table reader names the tensor and the sizes)
+        t = out[name] = new(tensor)  # (the dataclass's fields set here, not by a call of its __init__)
+        t.name, t.shape, t.dtype = name, shape, dtype
         # a read-only view of the file's bytes, as decode_constant makes (one call, not two)
-        out.append(tensor(name, shape, dtype, ndarray(shape, working, buf, start) if length else None))
+        t.data = ndarray(shape, working, buf, start) if length else None
+        t.variable, t.variable_name, t.unranked = False, "", False
     return out
 
 
@@ -427,7 +432,7 @@ def _make_operators(buf: bytes, rows: Iterable[tuple]) -> list[Operator]:
     or 0, inputs, outputs, location) of ``buf``; an unknown op code or attribute type is a
     KeyError, which makes it decline (the reader checked the attribute table's bounds, all that
     a type without fields, CONST's, needs)."""
-    names, fieldless, operator, attribute_vtables = _op_names(), _FIELDLESS, Operator, {}
+    names, fieldless, operator, attribute_vtables, new = _op_names(), _FIELDLESS, Operator, {}, object.__new__
     out = []
     for code, kind, at, inputs, outputs, location in rows:
         if not fieldless[kind]:
@@ -436,7 +441,9 @@ def _make_operators(buf: bytes, rows: Iterable[tuple]) -> list[Operator]:
             raise KeyError(kind)  # (a missing attribute: the per-table reader reports it)
         else:
             attrs = {}
-        out.append(operator(names[code], attrs, inputs, outputs, location))
+        op = new(operator)  # (the dataclass's fields set here in order, not by a call of its __init__)
+        op.op, op.attrs, op.inputs, op.outputs, op.location = names[code], attrs, inputs, outputs, location
+        out.append(op)
     return out
 
 
@@ -450,12 +457,15 @@ def _make_shape(buf: bytes, name: str, rank: int, start: int, length: int) -> Te
     return Tensor(name, (rank,), "SHAPE", np.ndarray((rank,), np.int64, buf, start))
 
 
-def _make_block(name: str, operators: list, tensors: list, inputs: list, outputs: list, shapes: list) -> Block:
-    return _new_block(name, operators, {t.name: t for t in tensors}, inputs, outputs, {s.name: s for s in shapes})
+def _make_block(name: str, operators: list, tensors: dict, inputs: list, outputs: list, shapes: list) -> Block:
+    # (dict(zip(map(...))): a comprehension costs a function call in Python 3.11)
+    return _block(name, WatchedList(operators), WatchedDict(tensors), WatchedList(inputs), WatchedList(outputs),
+                  WatchedDict(zip(map(_NAME, shapes), shapes, strict=True)))
 
 
-#: The constructors of :func:`._lean_read.read_graph`.
-_MAKERS = _lean_read.Makers(_make_tensors, _make_shape, _make_operators, _make_block)
+_NAME = attrgetter("name")
+
+
 
 
 class _Fieldless(dict):
@@ -471,6 +481,22 @@ class _Fieldless(dict):
 
 
 _FIELDLESS = _Fieldless({0: True})
+
+
+class _OpNames(dict):
+    """Op code -> name (:func:`_op_names`), filled on first use; an unknown code raises KeyError."""
+
+    def __missing__(self, code: int) -> str:
+        if not self:
+            self.update(_op_names())
+            if code in self:
+                return self[code]
+        raise KeyError(code)
+
+
+#: The constructors of :func:`._lean_read.read_graph`.
+_MAKERS = _lean_read.Makers(_make_tensors, _make_shape, _make_operators, _make_block, Tensor, _plain_constants(),
+                            MAX_TENSOR_ELEMENTS, _decoded_tensor, Operator, _OpNames(), _FIELDLESS, _lean_attributes)
 
 
 def _read_tensors(block: Table, fb: dict[str, Field]) -> list[Tensor]:
@@ -531,7 +557,9 @@ def parse(data: bytes) -> Graph:
     data = bytes(data)
     lean = _lean_read.read_graph(data, _MAKERS)
     if lean is not None:
-        version, regions = lean[0], [_region(name, WatchedList(blocks)) for name, blocks in lean[1]]
+        version, regions = lean[0], []
+        for name, blocks in lean[1]:
+            regions.append(_region(name, WatchedList(blocks)))
     else:
         version, regions = _read_graph(data, _op_names())
     if version[0] != 1 or version[1] not in (0, 1):
@@ -541,7 +569,7 @@ def parse(data: bytes) -> Graph:
         )
     if not regions or not regions[0].blocks:
         raise TosaFormatError("TOSA graph has no region or no basic block")
-    return _graph(version=version, regions=WatchedList(regions), raw=data)
+    return _graph(version, WatchedList(regions), data)
 
 
 def _read_graph(data: bytes, op_names: dict[int, str]) -> tuple[tuple[int, int, int, bool], list[Region]]:
