@@ -40,13 +40,15 @@ _READ_ONLY.flags.writeable = False
     (_block(outputs=("nowhere",)), False),
 ])
 def test_only_a_well_formed_const_is_folded_directly(block: Block, direct: bool | None) -> None:
-    """``direct`` None: not folded directly, and not run here (the CONST op function returns the
-    data as it is, which the interpreter then refuses as an internal error: the loader never
-    makes such a declaration)."""
+    """``direct`` None: not folded directly, and refused by the CONST op function at run time
+    (data of another dtype than the declaration's: the loader never makes one, code may)."""
     plan = build_plan(block)
     assert (type(plan.entries[0]) is tuple) is bool(direct)
     if direct is None:
         assert [s.operator.op for s in plan.steps] == ["CONST"]
+        graph = Graph((1, 0, 0, False), [Region("main", [block])])
+        with pytest.raises(TosaError, match=r"operator 0 CONST .*'c' holds int8 data; a INT16 tensor's values are int16"):
+            tosa_verify.run(graph, [])
         return
     value = plan.constants.get("c")
     if direct:

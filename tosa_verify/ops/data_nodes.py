@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dtypes import dtype_info
 from ..errors import TosaUnsupportedError
 from .registry import OpCall, register
 
@@ -16,9 +17,14 @@ def const(call: OpCall) -> list[np.ndarray]:
     """
     call.check_arity(0, 1)
     decl = call.output_decls[0]
-    if decl.data is None:
+    data = decl.data
+    if data is None:
         call.fail(f"CONST output {decl.name!r} has no data")
-    return [decl.data]
+    # (the loader decodes data to the working dtype; a Graph built or edited in code may not)
+    working = dtype_info(decl.dtype).working
+    if data.dtype != working:
+        call.fail(f"CONST output {decl.name!r} holds {data.dtype} data; a {decl.dtype} tensor's values are {working}")
+    return [data]
 
 
 @register("IDENTITY")
