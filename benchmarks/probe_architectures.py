@@ -1,15 +1,19 @@
 """Survey: standard architectures nobody here wrote through our lowering, INT and FP, as a table.
 
 Models: the small builds of ``tests/lowering/arch_models.py`` (torchvision segmentation,
-HuggingFace tiny configs, keyword-spotting / audio nets, RNNs, decoders, masked attention) and
-any torchvision classifier as ``tv:NAME`` (``tv_models.build`` at ``--size``). One subprocess
-per model and profile (a crash or a timeout costs one cell); e.g.::
+HuggingFace tiny configs, keyword-spotting / audio nets, RNNs, decoders, masked attention), of
+``tests/lowering/quirk_models.py`` (more HF tiny configs, torchvision video / detection
+backbones, user-code quirks; ``--quirks`` for all of them) and any torchvision classifier as
+``tv:NAME`` (``tv_models.build`` at ``--size``). Profiles INT (int8), INT16 (a16w8) and FP. One
+subprocess per model and profile (a crash or a timeout costs one cell); e.g.::
 
     OMP_NUM_THREADS=1 python benchmarks/probe_architectures.py --all tv:resnext50_32x4d
+    OMP_NUM_THREADS=1 python benchmarks/probe_architectures.py --quirks --profiles INT,INT16,FP
 
-Per cell: fully lowered? (partitions, CPU nodes and the first reasons); INT: steps between the
-TOSA output and the fake-quant model evaluated in float64 (0 = bit-exact), FP: max error over
-the float output's scale (``ok`` at atol 1e-4 x scale, rtol 1e-3, as ``test_torchvision``
+Per cell: fully lowered? (partitions, CPU nodes and the first reasons), or REFUSED with
+lower()'s one-line LoweringError (an ERROR is anything else: a traceback is a defect); INT:
+steps between every TOSA output and the fake-quant model evaluated in float64 (0 = bit-exact;
+integer outputs such as argmax must be equal), FP: max error over each float output's scale (``ok`` at atol 1e-4 x scale, rtol 1e-3, as ``test_torchvision``
 judges). No timings are printed: this measures coverage, not speed.
 """
 
@@ -32,49 +36,86 @@ def _models(name: str, size: int):
     torch.set_num_threads(1)
     sys.path[:0] = [str(HERE), str(HERE.parent / "tests" / "lowering")]
     import arch_models
+    import quirk_models
     import tv_models
 
     if name.startswith("tv:"):
         return tv_models.build(name[3:], size=size)
+    if name in quirk_models.BUILDERS:
+        return quirk_models.build(name)
     return arch_models.build(name)
 
 
-def _judge_int(lm, example) -> dict:
-    import numpy as np
-    from lowering_checks import float64_step_diff  # tests/lowering, on sys.path (_models)
+def _flat(out) -> list:
+    import torch
 
-    diff = float64_step_diff(lm, example)
-    levels = np.unique(lm.run_raw(lm.quantize_inputs(*example))[0]).size
-    return {"max_step": int(diff.max()), "differ": int((diff > 0).sum()), "n": int(diff.size),
-            "levels": int(levels), "ok": bool(diff.max() == 0)}
+    return [t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+
+
+def _judge_int(lm, example) -> dict:
+    """Every output against the float64 fake-quant graph: quantized ones in steps, the
+    others (indices, integer data) equal."""
+    import numpy as np
+    import torch
+
+    from lowering.reference import fake_quant_float64
+
+    raws = lm.run_raw(lm.quantize_inputs(*example))
+    refs = _flat(fake_quant_float64(lm.quantized_model, *example))
+    worst, differ, n = 0, 0, 0
+    for raw, ref, qp in zip(raws, refs, lm.output_qparams, strict=True):
+        raw = np.asarray(raw).astype(np.int64)
+        if qp is not None:
+            ref = torch.ops.quantized_decomposed.quantize_per_tensor(
+                ref.float(), qp.s, qp.zp, qp.qmin, qp.qmax, qp.dtype)
+        diff = np.abs(ref.numpy().astype(np.int64) - raw) if qp is not None or not \
+            ref.is_floating_point() else np.abs(ref.numpy() - raw).astype(np.int64)
+        worst, differ, n = max(worst, int(diff.max(initial=0))), differ + int((diff > 0).sum()), \
+            n + diff.size
+    levels = np.unique(np.asarray(raws[0])).size
+    return {"max_step": worst, "differ": differ, "n": n, "levels": int(levels),
+            "ok": worst == 0}
 
 
 def _judge_fp(lm, model, example) -> dict:
+    """Every output against torch (float: within atol 1e-4 x scale, rtol 1e-3; else equal)."""
     import torch
 
     with torch.no_grad():
-        expected = model(*example)
-    got = lm.run(*example)[0]
-    scale = float(expected.abs().max())
-    max_abs = float((got - expected).abs().max())
-    return {"rel_err": max_abs / max(scale, 1e-30), "max_abs": max_abs,
-            "ok": bool(scale > 0 and torch.allclose(got, expected, atol=1e-4 * scale, rtol=1e-3)),
-            # an all-zero reference (a degenerate tiny config) is matched only by zeros: say so
-            "zero_reference": scale == 0}
+        expected = _flat(model(*example))
+    rel, ok, zero, worst = 0.0, True, False, 0.0
+    for got, exp in zip(lm.run(*example), expected, strict=True):
+        if not exp.is_floating_point():
+            ok = ok and torch.equal(got.to(exp.dtype), exp)
+            continue
+        scale = float(exp.abs().max())
+        max_abs = float((got - exp).abs().max())
+        rel, worst = max(rel, max_abs / max(scale, 1e-30)), max(worst, max_abs)
+        ok = ok and scale > 0 and torch.allclose(got, exp, atol=1e-4 * scale, rtol=1e-3)
+        # an all-zero reference (a degenerate tiny config) is matched only by zeros: say so
+        zero = zero or scale == 0
+    return {"rel_err": rel, "max_abs": worst, "ok": bool(ok), "zero_reference": zero}
 
 
 def cell(name: str, size: int, profile: str) -> dict:
     """One survey cell (model ``name``, ``profile``), in this process."""
     import lowering
+    from lowering.errors import LoweringError
+    from lowering.quantizer import QuantConfig
 
     model, example, calibration = _models(name, size)
-    lm = lowering.lower(model, example, profile=profile, calibration=calibration)
+    quant = QuantConfig.int16() if profile == "INT16" else None
+    try:
+        lm = lowering.lower(model, example, profile="FP" if profile == "FP" else "INT",
+                            calibration=calibration, quantization=quant)
+    except LoweringError as e:  # the clean refusal: one line naming the cause
+        return {"whole": False, "refused": str(e)[:200]}
     row = {"whole": lm.tosa is not None and not lm.cpu_nodes, "parts": len(lm.partitions),
            "cpu": [f"{c.node} ({c.target}): {c.reason}"[:150] for c in lm.cpu_nodes[:3]],
            "n_cpu": len(lm.cpu_nodes)}
     if lm.tosa is None:
         return row
-    row.update(_judge_int(lm, example) if profile == "INT" else _judge_fp(lm, model, example))
+    row.update(_judge_int(lm, example) if profile != "FP" else _judge_fp(lm, model, example))
     return row
 
 
@@ -94,6 +135,8 @@ def _run_child(name: str, size: int, profile: str, timeout: float) -> dict:
 def _verdict(row: dict) -> str:
     if "error" in row:
         return "ERROR " + row["error"]
+    if "refused" in row:
+        return "REFUSED " + row["refused"]
     if not row["whole"]:
         return f"PARTIAL {row['parts']} parts, {row['n_cpu']} cpu: " + "; ".join(row["cpu"][:1])
     if "max_step" in row:
@@ -109,6 +152,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("models", nargs="*")
     ap.add_argument("--all", action="store_true", help="every arch_models entry too")
+    ap.add_argument("--quirks", action="store_true", help="every quirk_models entry too")
     ap.add_argument("--size", type=int, default=64, help="torchvision input height and width")
     ap.add_argument("--profiles", default="INT,FP")
     ap.add_argument("--timeout", type=float, default=900)
@@ -124,6 +168,11 @@ def main() -> None:
         import arch_models
 
         names = [*arch_models.BUILDERS, *names]
+    if a.quirks:
+        sys.path.insert(0, str(HERE.parent / "tests" / "lowering"))
+        import quirk_models
+
+        names = [*quirk_models.BUILDERS, *names]
     out = open(a.jsonl, "a") if a.jsonl else None  # noqa: SIM115 - open for the whole run
     print(f"{'model':32} {'profile':7} verdict")
     for name in names:

@@ -1,0 +1,338 @@
+"""Models as users bring them, beyond ``arch_models``: HuggingFace tiny configs not surveyed
+there (built in code, random weights, nothing downloaded), torchvision video / detection
+backbones, and small modules with user-code quirks (in-place ops, python scalars in every
+position, integer index inputs, dict / tuple / nested outputs, tensors made inside forward,
+``.item()`` and data-dependent control flow). Used by ``benchmarks/probe_quirks.py``.
+
+Each entry of :data:`BUILDERS` returns ``(model, example_inputs)``; :func:`build` adds the
+calibration batches (seeded noise for the float inputs, the integer inputs as given, then the
+example), as ``tosa-verify check`` takes them.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from arch_models import _First, _hf, _Tokens
+from torch import nn
+
+
+def _x(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def _ids(*shape, high=32, seed=0):
+    return torch.randint(0, high, shape, generator=torch.Generator().manual_seed(seed))
+
+
+# --------------------------------------------------------------------------- user quirks
+class InPlaceAll(nn.Module):
+    """Every in-place spelling: add_, mul_, relu_, clamp_, sigmoid_, masked_fill_, slice write,
+    ``+=``."""
+
+    def forward(self, x):
+        y = x * 1.0
+        y.add_(0.5)
+        y.mul_(x)
+        y += x
+        y.clamp_(-2.0, 2.0)
+        z = y.clone().relu_()
+        y.sigmoid_()
+        y.masked_fill_(x > 1.0, 0.0)
+        y[:, 0] = 0.25
+        return y + z
+
+
+class Scalars(nn.Module):
+    """Python numbers in every position of the arithmetic."""
+
+    def forward(self, x):
+        a = 2 * x + x / 3 - x ** 2
+        b = torch.clamp(x, min=0.5) + torch.where(x > 0, x, 0.0) + (1 - x)
+        c = torch.clamp(x, max=-0.25) * 0.5 + torch.pow(x, 3) - 3 / (x.abs() + 1)
+        return a + b + c
+
+
+class EmbedGather(nn.Module):
+    """int64 index inputs: an embedding, gather and index_select driven by token ids."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(32, 8)
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, ids, idx):
+        e = self.proj(self.emb(ids))                       # (1, 6, 8)
+        g = torch.gather(e, 1, idx.unsqueeze(-1).expand(-1, -1, 8))
+        s = torch.index_select(e, 1, idx[0])
+        return g + s
+
+
+class DictOut(nn.Module):
+    """Returns a dict holding a tuple and a list (nested outputs)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 4)
+
+    def forward(self, x, y):
+        h = self.fc(x)
+        return {"logits": h, "pair": (h.relu(), y * 2), "more": [h + y.mean()]}
+
+
+class SharedParams(nn.Module):
+    """One Linear applied twice, a buffer read twice, two inputs."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.register_buffer("offset", torch.linspace(-1, 1, 8))
+
+    def forward(self, x, y):
+        a = self.fc(x) + self.offset
+        b = self.fc(y) - self.offset
+        return torch.tanh(self.fc(a * b))
+
+
+class MadeInForward(nn.Module):
+    """Tensors built inside forward: arange, zeros, ones, full, *_like."""
+
+    def forward(self, x):
+        pos = torch.arange(x.shape[-1], dtype=torch.float32) / x.shape[-1]
+        z = torch.zeros(x.shape[0], 1, x.shape[-1])
+        o = torch.ones_like(x) * 0.5
+        f = torch.full((x.shape[0], 1, x.shape[-1]), 0.25)
+        return x + pos + torch.cat([z, f, o[:, 2:]], 1)
+
+
+class Interp(nn.Module):
+    """F.interpolate with scale_factor (nearest and bilinear, align_corners both ways)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x):
+        y = self.conv(x)
+        a = F.interpolate(y, scale_factor=2, mode="nearest")
+        b = F.interpolate(y, scale_factor=2.0, mode="bilinear", align_corners=True)
+        c = F.interpolate(y, scale_factor=2, mode="bilinear")
+        return a + b + c
+
+
+class SplitStack(nn.Module):
+    """chunk / split / unbind / stack."""
+
+    def forward(self, x):
+        a, b = x.chunk(2, dim=1)
+        c, d, e = torch.split(x, [1, 2, 1], dim=1)
+        rows = x.unbind(2)
+        return torch.stack([a * b, c.expand_as(a) + d[:, :1] * e], 0).sum(0) + \
+            torch.stack(rows, 2).mean(1, keepdim=True)
+
+
+class Einsum(nn.Module):
+    """einsum in its common spellings (batched matmul, outer product, contraction)."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(_x(8, 5, seed=3))
+
+    def forward(self, x, y):
+        a = torch.einsum("bij,jk->bik", x, self.w)
+        b = torch.einsum("bik,bjk->bij", a, a)
+        c = torch.einsum("bi,bj->bij", y, y)
+        return b + c
+
+
+class CumFlipRoll(nn.Module):
+    """cumsum, flip, roll."""
+
+    def forward(self, x):
+        return torch.cumsum(x, dim=-1) + torch.flip(x, [1]) + torch.roll(x, 2, dims=-1) + \
+            torch.roll(x, (1, -1), dims=(1, 2))
+
+
+class Norms(nn.Module):
+    """GroupNorm and InstanceNorm2d (affine), LayerNorm over two dims."""
+
+    def __init__(self):
+        super().__init__()
+        self.gn = nn.GroupNorm(2, 8)
+        self.inn = nn.InstanceNorm2d(8, affine=True)
+        self.ln = nn.LayerNorm([6, 6])
+        with torch.no_grad():
+            for m in (self.gn, self.inn):
+                m.weight.normal_(1.0, 0.3)
+                m.bias.normal_(0.0, 0.3)
+
+    def forward(self, x):
+        return self.gn(x) + self.inn(x) * 0.5 + self.ln(x)
+
+
+class ArgmaxTopk(nn.Module):
+    """argmax / topk as outputs (integer indices next to values)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 10)
+
+    def forward(self, x):
+        y = self.fc(x)
+        v, i = torch.topk(y, 3, dim=-1)
+        return y.argmax(-1), v, i
+
+
+class Item(nn.Module):
+    """.item() into python arithmetic: export must refuse with a clear error."""
+
+    def forward(self, x):
+        return x * x.max().item()
+
+
+class DataDependent(nn.Module):
+    """Python control flow on a tensor's value: export must refuse with a clear error."""
+
+    def forward(self, x):
+        if x.sum() > 0:
+            return x * 2
+        return x - 1
+
+
+class BoolMask(nn.Module):
+    """A bool tensor input used as a mask, an int tensor input used as data."""
+
+    def forward(self, x, mask, n):
+        return torch.where(mask, x, -x) + n.float() * 0.5
+
+
+def _quirks():
+    return {
+        "q_inplace": lambda: (InPlaceAll(), (_x(2, 5),)),
+        "q_scalars": lambda: (Scalars(), (_x(2, 7),)),
+        "q_embed_gather": lambda: (EmbedGather(), (_ids(1, 6), _ids(1, 6, high=6, seed=1))),
+        "q_dict_out": lambda: (DictOut(), (_x(2, 6), _x(2, 4, seed=1))),
+        "q_shared_params": lambda: (SharedParams(), (_x(2, 8), _x(2, 8, seed=1))),
+        "q_made_in_forward": lambda: (MadeInForward(), (_x(2, 4, 6),)),
+        "q_interpolate": lambda: (Interp(), (_x(1, 3, 6, 6),)),
+        "q_split_stack": lambda: (SplitStack(), (_x(1, 4, 3, 5),)),
+        "q_einsum": lambda: (Einsum(), (_x(2, 3, 8), _x(2, 3, seed=1))),
+        "q_cumsum_flip_roll": lambda: (CumFlipRoll(), (_x(1, 4, 6),)),
+        "q_norms": lambda: (Norms(), (_x(1, 8, 6, 6),)),
+        "q_argmax_topk": lambda: (ArgmaxTopk(), (_x(2, 8),)),
+        "q_item": lambda: (Item(), (_x(2, 3),)),
+        "q_data_dependent": lambda: (DataDependent(), (_x(2, 3),)),
+        "q_bool_int_inputs": lambda: (BoolMask(), (_x(2, 5), _x(2, 5, seed=1) > 0,
+                                                   _ids(2, 5, high=9))),
+    }
+
+
+# --------------------------------------------------------------------------- HF tiny configs
+_TXT = dict(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+            intermediate_size=64, max_position_embeddings=32)
+_DEC = dict(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, intermediate_size=64, max_position_embeddings=32,
+            use_cache=False)
+
+
+def _text(config_cls, model_cls, mask=True, **cfg):
+    return lambda: (_Tokens(_hf(config_cls, model_cls, None, **cfg), mask), (_x(1, 8, 32),))
+
+
+def _image(config_cls, model_cls, key, size=32, **cfg):
+    return lambda: (_hf(config_cls, model_cls, key, **cfg) if key else
+                    _First(_hf(config_cls, model_cls, None, **cfg)), (_x(1, 3, size, size),))
+
+
+def _hf_models():
+    return {
+        "hf_albert": _text("AlbertConfig", "AlbertModel", embedding_size=16, **_TXT),
+        "hf_roberta": _text("RobertaConfig", "RobertaModel", pad_token_id=1, **{
+            **_TXT, "max_position_embeddings": 40}),
+        "hf_llama": _text("LlamaConfig", "LlamaModel", False, **_DEC),
+        "hf_qwen2": _text("Qwen2Config", "Qwen2Model", False, **_DEC),
+        "hf_mistral": _text("MistralConfig", "MistralModel", False, sliding_window=None, **_DEC),
+        "hf_phi": _text("PhiConfig", "PhiModel", False, **_DEC),
+        "hf_bart_encoder": lambda: (_Tokens(_hf("BartConfig", "BartModel", None, vocab_size=64,
+                                                d_model=32, encoder_layers=2, decoder_layers=1,
+                                                encoder_attention_heads=2,
+                                                decoder_attention_heads=2, encoder_ffn_dim=64,
+                                                decoder_ffn_dim=64,
+                                                max_position_embeddings=32).get_encoder(), True),
+                                    (_x(1, 8, 32),)),
+        "hf_deit": _image("DeiTConfig", "DeiTModel", "last_hidden_state", image_size=32,
+                          patch_size=8, hidden_size=32, num_hidden_layers=2,
+                          num_attention_heads=2, intermediate_size=64),
+        "hf_swin": _image("SwinConfig", "SwinModel", "last_hidden_state", image_size=32,
+                          patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[1, 2],
+                          window_size=4),
+        "hf_segformer": _image("SegformerConfig", "SegformerForSemanticSegmentation", "logits",
+                               num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1],
+                               hidden_sizes=[8, 16], num_attention_heads=[1, 2],
+                               decoder_hidden_size=16, num_labels=3, patch_sizes=[7, 3],
+                               strides=[4, 2]),
+        "hf_mobilenet_v2": _image("MobileNetV2Config", "MobileNetV2ForImageClassification",
+                                  "logits", depth_multiplier=0.35, num_labels=5),
+        "hf_efficientnet": _image("EfficientNetConfig", "EfficientNetForImageClassification",
+                                  "logits", image_size=32, width_coefficient=0.1,
+                                  depth_coefficient=0.1, hidden_dim=64, num_labels=5),
+        "hf_clip_vision": _image("CLIPVisionConfig", "CLIPVisionModel", "last_hidden_state",
+                                 image_size=32, patch_size=8, hidden_size=32,
+                                 num_hidden_layers=2, num_attention_heads=2,
+                                 intermediate_size=64),
+    }
+
+
+def _tv_video_detection():
+    import tv_models
+
+    def r3d():
+        tv = tv_models.import_torchvision()
+        return tv.models.video.r3d_18(num_classes=4), (_x(1, 3, 4, 32, 32),)
+
+    def raft():
+        tv = tv_models.import_torchvision()
+        return (tv.models.optical_flow.raft_small(weights=None, num_flow_updates=2),
+                (_x(1, 3, 64, 64), _x(1, 3, 64, 64, seed=1)))
+
+    def fpn_backbone():
+        tv_models.import_torchvision()
+        from torchvision.models.detection.backbone_utils import mobilenet_backbone
+        return _Values(mobilenet_backbone(backbone_name="mobilenet_v3_small", weights=None,
+                                          fpn=True, trainable_layers=6)), (_x(1, 3, 64, 64),)
+
+    return {"tv_r3d_18": r3d, "tv_raft_small": raft, "tv_fpn_mobilenet": fpn_backbone}
+
+
+class _Values(nn.Module):
+    """The values of a module returning an OrderedDict (detection backbones), as a tuple."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return tuple(self.model(x).values())
+
+
+#: name -> builder returning (model, example_inputs)
+BUILDERS = {**_quirks(), **_hf_models(), **_tv_video_detection()}
+
+
+def build(name: str, seed: int = 0, calibration_batches: int = 4):
+    """Model ``name`` (a key of :data:`BUILDERS`, seeded weights), its example inputs and
+    calibration batches (seeded noise like each float input, integer inputs as given, then
+    the example).
+
+    Example:
+        >>> model, example, calibration = build("q_scalars")
+        >>> tuple(example[0].shape), len(calibration)
+        ((2, 7), 5)
+    """
+    torch.manual_seed(seed)
+    model, example = BUILDERS[name]()
+    model = model.eval()
+    gen = torch.Generator().manual_seed(seed + 1)
+    calibration = [tuple(torch.randn(x.shape, generator=gen) if x.is_floating_point() else x
+                         for x in example) for _ in range(calibration_batches)]
+    return model, example, calibration + [example]
