@@ -11,9 +11,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from lowering_checks import float64_step_diff
+from quirk_models import DictOut, build
 from torch import nn
 
 import lowering
+from lowering.reference import fake_quant_float64
 
 
 def _int(model, example, calibration):
@@ -39,3 +41,24 @@ def test_int_bilinear_x2_of_a_size_not_a_power_of_two_is_exact():
     diff = float64_step_diff(lm, (x,))
     assert diff.max() == 0, f"{(diff > 0).sum()} of {diff.size} outputs off"
     assert np.unique(lm.run_raw(lm.quantize_inputs(x))[0]).size > 50
+
+
+def test_fake_quant_float64_keeps_a_dict_output():
+    # a model returning {"logits": ..., "pair": (..., ...), "more": [...]} crashed here
+    model, example, calibration = build("q_dict_out")
+    assert isinstance(model, DictOut)
+    lm = _int(model, example, calibration)
+    ref = fake_quant_float64(lm.quantized_model, *example)
+    fq = lm.quantized_model(*example)
+    assert sorted(ref) == ["logits", "more", "pair"] and isinstance(ref["pair"], tuple)
+    for got, want in zip(torch.utils._pytree.tree_leaves(ref), torch.utils._pytree.tree_leaves(fq),
+                         strict=True):
+        assert got.dtype == torch.float32
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    # and the TOSA graph's outputs equal it, in order
+    raws = lm.run_raw(lm.quantize_inputs(*example))
+    for raw, want, qp in zip(raws, torch.utils._pytree.tree_leaves(ref), lm.output_qparams,
+                             strict=True):
+        q = torch.ops.quantized_decomposed.quantize_per_tensor(want, qp.s, qp.zp, qp.qmin,
+                                                               qp.qmax, qp.dtype)
+        assert np.array_equal(np.asarray(raw), q.numpy())
