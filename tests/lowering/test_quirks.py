@@ -62,3 +62,19 @@ def test_fake_quant_float64_keeps_a_dict_output():
         q = torch.ops.quantized_decomposed.quantize_per_tensor(want, qp.s, qp.zp, qp.qmin,
                                                                qp.qmax, qp.dtype)
         assert np.array_equal(np.asarray(raw), q.numpy())
+
+
+def test_item_stays_on_the_cpu_in_int_and_the_rest_is_exact():
+    # x * x.max().item(): the quantizer put an observer on the python number and calibration
+    # crashed ("'float' object has no attribute 'numel'"); FP already fell back cleanly
+    model, example, calibration = build("q_item")
+    lm = _int(model, example, calibration)
+    cpu = {c.node: c.reason for c in lm.cpu_nodes}
+    assert set(cpu) == {"item", "mul"}, cpu
+    assert "python number known only at run time" in cpu["mul"]
+    (part,) = lm.partition_models()  # the max before .item(): its TOSA result is exact
+    raw = np.asarray(part.run_raw(part.quantize_inputs(*example))[0]).astype(np.int64)
+    qp = part.output_qparams[0]
+    want = torch.ops.quantized_decomposed.quantize_per_tensor(
+        example[0].max(), qp.s, qp.zp, qp.qmin, qp.qmax, qp.dtype)
+    assert raw.reshape(-1).tolist() == [int(want)]
