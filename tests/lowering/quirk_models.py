@@ -6,15 +6,23 @@ position, integer index inputs, dict / tuple / nested outputs, tensors made insi
 
 Each entry of :data:`BUILDERS` returns ``(model, example_inputs)``; :func:`build` adds the
 calibration batches (seeded noise for the float inputs, the integer inputs as given, then the
-example), as ``tosa-verify check`` takes them.
+example), as ``tosa-verify check`` takes them: every key is a factory of this module too, e.g.
+``tosa-verify check tests/lowering/quirk_models.py:q_inplace``.
 """
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import torch
 import torch.nn.functional as F
-from arch_models import _First, _hf, _Tokens
 from torch import nn
+
+# `tosa-verify check tests/lowering/quirk_models.py:q_inplace` imports this file by path:
+# its sibling modules are importable from here then too
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from arch_models import _First, _hf, _Tokens  # noqa: E402
 
 
 def _x(*shape, seed=0):
@@ -206,6 +214,85 @@ class BoolMask(nn.Module):
         return torch.where(mask, x, -x) + n.float() * 0.5
 
 
+class Activations(nn.Module):
+    """The functional activations users spell by hand or with arguments."""
+
+    def forward(self, x):
+        return (F.gelu(x, approximate="tanh") + F.silu(x) + F.mish(x) + F.hardsigmoid(x)
+                + F.leaky_relu(x, 0.2) + F.elu(x) + F.softplus(x) + x * torch.sigmoid(1.702 * x)
+                + 0.5 * x * (1 + torch.erf(x / 2 ** 0.5)))
+
+
+class Reductions(nn.Module):
+    """Reductions with their arguments: var/std (unbiased), logsumexp, norm, log_softmax, a
+    hand-written softmax, amax over two dims, max(dim) as a (values, indices) pair."""
+
+    def forward(self, x):
+        e = torch.exp(x - x.amax(-1, keepdim=True))
+        v, i = torch.max(x, dim=1)
+        return (x.var(-1, keepdim=True) + x.std(-1, unbiased=False, keepdim=True)
+                + torch.logsumexp(x, -1, keepdim=True) + F.normalize(x, dim=-1)
+                + F.log_softmax(x, -1) + e / e.sum(-1, keepdim=True)
+                + x.amax((1, 2), keepdim=True)), v, i
+
+
+class BoolLogic(nn.Module):
+    """Boolean algebra on comparisons, ~, any/all, a masked write and a float cast of a
+    bool."""
+
+    def forward(self, x, y):
+        m = (x > 0) & ~(y < -0.5) | (x > y)
+        z = x.clone()
+        z[m] = 0.0
+        both = m.any(-1, keepdim=True) & m.all(-1, keepdim=True).logical_not()
+        return z + m.float() * y + both.to(x.dtype)
+
+
+class PoolPad(nn.Module):
+    """Reflect / replicate padding, ceil-mode pooling without counting the padding,
+    padding="same" dilated conv, pixel_unshuffle."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(4, 4, 3, padding="same", dilation=2)
+
+    def forward(self, x):
+        a = F.pad(x, (1, 1, 2, 2), mode="reflect")
+        b = F.pad(x, (1, 1, 1, 1), mode="replicate")
+        p = F.avg_pool2d(a, 3, 2, padding=1, ceil_mode=True, count_include_pad=False)
+        q = F.max_pool2d(b, 2, ceil_mode=True)
+        return self.conv(x) + F.interpolate(p, size=x.shape[-2:]) + \
+            F.pixel_unshuffle(x, 2).mean(1, keepdim=True).repeat_interleave(2, -1)[..., :6] \
+            .repeat_interleave(2, -2)[..., :6, :] + q.mean()
+
+
+class MatmulBroadcast(nn.Module):
+    """``@`` with broadcasting, bmm, addmm / baddbmm with alpha and beta, a scalar tensor
+    constant made in forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(_x(8, 8, seed=4))
+        self.b = nn.Parameter(_x(8, seed=5))
+
+    def forward(self, x):
+        a = x @ self.w                                   # (2, 3, 8) @ (8, 8)
+        b = torch.bmm(a, a.transpose(1, 2))              # (2, 3, 3)
+        c = torch.baddbmm(b, a, a.transpose(1, 2), beta=0.5, alpha=0.25)
+        d = torch.addmm(self.b, x[0], self.w, beta=2.0, alpha=0.5)
+        return c @ a + d + torch.tensor(0.125)
+
+
+class SortOneHot(nn.Module):
+    """sort / argsort / one_hot: no TOSA form; they must stay on the CPU, the rest lowered."""
+
+    def forward(self, x):
+        s, _ = torch.sort(x, -1)
+        idx = torch.argsort(x, -1)
+        oh = F.one_hot(idx[:, 0], x.shape[-1]).to(x.dtype)
+        return s * 2 + oh
+
+
 def _quirks():
     return {
         "q_inplace": lambda: (InPlaceAll(), (_x(2, 5),)),
@@ -224,6 +311,12 @@ def _quirks():
         "q_data_dependent": lambda: (DataDependent(), (_x(2, 3),)),
         "q_bool_int_inputs": lambda: (BoolMask(), (_x(2, 5), _x(2, 5, seed=1) > 0,
                                                    _ids(2, 5, high=9))),
+        "q_activations": lambda: (Activations(), (_x(2, 16) * 3,)),
+        "q_reductions": lambda: (Reductions(), (_x(2, 4, 6),)),
+        "q_bool_logic": lambda: (BoolLogic(), (_x(2, 6), _x(2, 6, seed=1))),
+        "q_pool_pad": lambda: (PoolPad(), (_x(1, 4, 6, 6),)),
+        "q_matmul_broadcast": lambda: (MatmulBroadcast(), (_x(2, 3, 8),)),
+        "q_sort_onehot": lambda: (SortOneHot(), (_x(2, 6),)),
     }
 
 
@@ -235,8 +328,8 @@ _DEC = dict(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_he
             use_cache=False)
 
 
-def _text(config_cls, model_cls, mask=True, **cfg):
-    return lambda: (_Tokens(_hf(config_cls, model_cls, None, **cfg), mask), (_x(1, 8, 32),))
+def _text(config_cls, model_cls, mask=True, width=32, **cfg):
+    return lambda: (_Tokens(_hf(config_cls, model_cls, None, **cfg), mask), (_x(1, 8, width),))
 
 
 def _image(config_cls, model_cls, key, size=32, **cfg):
@@ -246,7 +339,7 @@ def _image(config_cls, model_cls, key, size=32, **cfg):
 
 def _hf_models():
     return {
-        "hf_albert": _text("AlbertConfig", "AlbertModel", embedding_size=16, **_TXT),
+        "hf_albert": _text("AlbertConfig", "AlbertModel", width=16, embedding_size=16, **_TXT),
         "hf_roberta": _text("RobertaConfig", "RobertaModel", pad_token_id=1, **{
             **_TXT, "max_position_embeddings": 40}),
         "hf_llama": _text("LlamaConfig", "LlamaModel", False, **_DEC),
@@ -336,3 +429,16 @@ def build(name: str, seed: int = 0, calibration_batches: int = 4):
     calibration = [tuple(torch.randn(x.shape, generator=gen) if x.is_floating_point() else x
                          for x in example) for _ in range(calibration_batches)]
     return model, example, calibration + [example]
+
+
+def __getattr__(name: str):
+    """``quirk_models.NAME`` for a key of :data:`BUILDERS`: a factory ``tosa-verify check`` calls.
+
+    Example:
+        >>> model, example, calibration = __getattr__("q_scalars")()
+        >>> type(model).__name__
+        'Scalars'
+    """
+    if name in BUILDERS:
+        return lambda: build(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
