@@ -22,7 +22,7 @@ from torch import nn
 # `tosa-verify check tests/lowering/quirk_models.py:q_inplace` imports this file by path:
 # its sibling modules are importable from here then too
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from arch_models import _First, _hf, _Tokens  # noqa: E402
+from arch_models import _hf, _Tokens  # noqa: E402
 
 
 def _x(*shape, seed=0):
@@ -332,9 +332,30 @@ def _text(config_cls, model_cls, mask=True, width=32, **cfg):
     return lambda: (_Tokens(_hf(config_cls, model_cls, None, **cfg), mask), (_x(1, 8, width),))
 
 
-def _image(config_cls, model_cls, key, size=32, **cfg):
-    return lambda: (_hf(config_cls, model_cls, key, **cfg) if key else
-                    _First(_hf(config_cls, model_cls, None, **cfg)), (_x(1, 3, size, size),))
+def _informative(model: nn.Module) -> nn.Module:
+    """Re-initialise convolutions, linears and norms at unit gain: HF's conv-net inits
+    (MobileNetV2, EfficientNet) give ~1e-25 or all-zero logits at random weights, which any
+    lowering matches trivially."""
+    gen = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, (nn.Conv2d, nn.Linear)):
+                fan_in = m.weight[0].numel()
+                m.weight.copy_(torch.randn(m.weight.shape, generator=gen) / fan_in ** 0.5)
+                if m.bias is not None:
+                    m.bias.copy_(torch.randn(m.bias.shape, generator=gen) * 0.1)
+            elif isinstance(m, nn.BatchNorm2d):
+                m.weight.fill_(1.0)
+                m.bias.copy_(torch.randn(m.bias.shape, generator=gen) * 0.1)
+    return model
+
+
+def _image(config_cls, model_cls, key, size=32, reinit=False, **cfg):
+    def make():
+        model = _hf(config_cls, model_cls, key, **cfg)
+        return _informative(model) if reinit else model
+
+    return lambda: (make(), (_x(1, 3, size, size),))
 
 
 def _hf_models():
@@ -365,10 +386,11 @@ def _hf_models():
                                decoder_hidden_size=16, num_labels=3, patch_sizes=[7, 3],
                                strides=[4, 2]),
         "hf_mobilenet_v2": _image("MobileNetV2Config", "MobileNetV2ForImageClassification",
-                                  "logits", depth_multiplier=0.35, num_labels=5),
+                                  "logits", reinit=True, depth_multiplier=0.35,
+                                  num_labels=5),
         "hf_efficientnet": _image("EfficientNetConfig", "EfficientNetForImageClassification",
-                                  "logits", image_size=32, width_coefficient=0.1,
-                                  depth_coefficient=0.1, hidden_dim=64, num_labels=5),
+                                  "logits", reinit=True, image_size=32, width_coefficient=0.1,
+                                  depth_coefficient=0.1, hidden_dim=128, num_labels=5),
         "hf_clip_vision": _image("CLIPVisionConfig", "CLIPVisionModel", "last_hidden_state",
                                  image_size=32, patch_size=8, hidden_size=32,
                                  num_hidden_layers=2, num_attention_heads=2,
