@@ -8,6 +8,7 @@ bit-exact), FP results against PyTorch.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 import torch.nn.functional as F
 from lowering_checks import float64_step_diff
@@ -78,3 +79,37 @@ def test_item_stays_on_the_cpu_in_int_and_the_rest_is_exact():
     want = torch.ops.quantized_decomposed.quantize_per_tensor(
         example[0].max(), qp.s, qp.zp, qp.qmin, qp.qmax, qp.dtype)
     assert raw.reshape(-1).tolist() == [int(want)]
+
+
+class _AvgPool(nn.Module):
+    def __init__(self, **kw):
+        super().__init__()
+        self.conv, self.kw = nn.Conv2d(4, 8, 1), kw
+
+    def forward(self, x):
+        return F.avg_pool2d(self.conv(x), **self.kw)
+
+
+AVG_POOLS = {
+    # windows overlapping uncounted padding: AVG_POOL2D's inexact reciprocal of each count
+    "pad_not_counted_ceil": dict(kernel_size=3, stride=2, padding=1, ceil_mode=True,
+                                 count_include_pad=False),
+    # 3x2 = 6 elements: 1/6 has no exact RESCALE multiplier, yet sum/6 meets .5 ties
+    "window_of_six": dict(kernel_size=(3, 2), stride=(3, 2)),
+}
+
+
+@pytest.mark.parametrize("quant", ["int8", "int16"])
+@pytest.mark.parametrize("name", sorted(AVG_POOLS))
+def test_int_avg_pool_rounds_like_the_fake_quant_mean(name, quant):
+    from lowering.quantizer import QuantConfig
+
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(1, 4, 12, 12, generator=gen)
+    cal = [(torch.randn(1, 4, 12, 12, generator=gen),) for _ in range(4)] + [(x,)]
+    lm = lowering.lower(_AvgPool(**AVG_POOLS[name]).eval(), (x,), profile="INT", calibration=cal,
+                        quantization=QuantConfig.int16() if quant == "int16" else None)
+    assert lm.cpu_nodes == []
+    diff = float64_step_diff(lm, (x,))
+    assert diff.max() == 0, f"{(diff > 0).sum()} of {diff.size} outputs off"
