@@ -113,3 +113,54 @@ def test_int_avg_pool_rounds_like_the_fake_quant_mean(name, quant):
     assert lm.cpu_nodes == []
     diff = float64_step_diff(lm, (x,))
     assert diff.max() == 0, f"{(diff > 0).sum()} of {diff.size} outputs off"
+
+
+class _Video(nn.Module):
+    """r3d_18's head: a 3-D convolution, then the global adaptive_avg_pool3d."""
+
+    def __init__(self, out=(1, 1, 1)):
+        super().__init__()
+        self.conv, self.pool = nn.Conv3d(2, 4, 3, padding=1), nn.AdaptiveAvgPool3d(out)
+
+    def forward(self, x):
+        return self.pool(self.conv(x)).flatten(1)
+
+
+class _LogSumExp(nn.Module):
+    def forward(self, x):
+        return torch.logsumexp(x, -1) + torch.logsumexp(x, (1, 2), keepdim=True).squeeze(-1)
+
+
+class _Baddbmm(nn.Module):
+    def forward(self, x, y):
+        return torch.baddbmm(x[:, :, :3], x, y, beta=0.5, alpha=0.25) + torch.baddbmm(
+            x[:, :, :3], x, y, beta=0.0)
+
+
+DECOMPOSED = {
+    "logsumexp": (_LogSumExp, lambda: (torch.randn(2, 3, 5) * 2,)),
+    "baddbmm": (_Baddbmm, lambda: (torch.randn(2, 3, 4), torch.randn(2, 4, 3))),
+    "adaptive_avg_pool3d_global": (_Video, lambda: (torch.randn(1, 2, 4, 6, 6),)),
+    "adaptive_avg_pool3d_keep_depth": (lambda: _Video((None, 2, 2)),
+                                       lambda: (torch.randn(1, 2, 3, 4, 4),)),
+}
+
+
+@pytest.mark.parametrize("profile", ["FP", "INT"])
+@pytest.mark.parametrize("name", sorted(DECOMPOSED))
+def test_ops_that_stayed_on_the_cpu_lower_whole(name, profile):
+    # logsumexp, baddbmm and adaptive_avg_pool3d (torchvision's r3d_18 head) stayed on the
+    # CPU: "operator not supported by the TOSA lowering"
+    make, inputs = DECOMPOSED[name]
+    torch.manual_seed(0)
+    model, x = make().eval(), inputs()
+    if profile == "FP":
+        lm = lowering.lower(model, x, profile="FP")
+        assert lm.cpu_nodes == [], lm.cpu_nodes
+        torch.testing.assert_close(lm.run(*x)[0], model(*x), atol=1e-5, rtol=1e-5)
+        return
+    cal = [tuple(torch.randn_like(t) * t.std() for t in inputs()) for _ in range(4)] + [x]
+    lm = _int(model, x, cal)
+    assert lm.cpu_nodes == [], lm.cpu_nodes
+    diff = float64_step_diff(lm, x)
+    assert diff.max() == 0, f"{(diff > 0).sum()} of {diff.size} outputs off"

@@ -98,6 +98,27 @@ def adaptive_avg_pool1d(gm, n, b):
     return _back_from_4d(b, y, rank == 2, True)
 
 
+@decomposition(aten.adaptive_avg_pool3d.default, aten._adaptive_avg_pool3d.default)
+def adaptive_avg_pool3d(gm, n, b):
+    """adaptive_avg_pool3d of [N, C, D, H, W] to [D_out, h, w] when D_out is 1 (a video net's
+    global pool: the mean over D, then the 2-D pool of [N, C, H, W]) or D (the 2-D pool of
+    [N, C * D, H, W]); other depths stay on the CPU."""
+    v = val(n.args[0])
+    if v is None or v.dim() != 5:
+        return None
+    nb, c, d, h, w = v.shape
+    d_out, h_out, w_out = (_as_list(n.args[1], 3) + [None] * 3)[:3]
+    h_out, w_out = h_out or h, w_out or w  # None keeps the input's size
+    if d_out == 1:
+        x = b(aten.view.default, b(aten.mean.dim, n.args[0], [2], True), [nb, c, h, w])
+    elif d_out in (d, None):
+        x = b(aten.view.default, n.args[0], [nb, c * d, h, w])
+    else:
+        return None
+    y = b(aten.adaptive_avg_pool2d.default, x, [h_out, w_out])
+    return b(aten.view.default, y, [nb, c, d_out or d, h_out, w_out])
+
+
 @decomposition(aten.max_pool2d.default, aten.avg_pool2d.default,
                aten.adaptive_avg_pool2d.default, aten._adaptive_avg_pool2d.default)
 def batchless_pool2d(gm, n, b):
