@@ -407,16 +407,28 @@ def _tv_video_detection():
 
     def raft():
         tv = tv_models.import_torchvision()
-        return (tv.models.optical_flow.raft_small(weights=None, num_flow_updates=2),
+        return (_RaftLast(tv.models.optical_flow.raft_small(weights=None)),
                 (_x(1, 3, 64, 64), _x(1, 3, 64, 64, seed=1)))
 
     def fpn_backbone():
         tv_models.import_torchvision()
         from torchvision.models.detection.backbone_utils import mobilenet_backbone
-        return _Values(mobilenet_backbone(backbone_name="mobilenet_v3_small", weights=None,
-                                          fpn=True, trainable_layers=6)), (_x(1, 3, 64, 64),)
+        return _Values(_informative(mobilenet_backbone(
+            backbone_name="mobilenet_v3_small", weights=None, fpn=True, trainable_layers=6))), \
+            (_x(1, 3, 64, 64),)
 
     return {"tv_r3d_18": r3d, "tv_raft_small": raft, "tv_fpn_mobilenet": fpn_backbone}
+
+
+class _RaftLast(nn.Module):
+    """RAFT's last flow estimate after two refinement steps."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, a, b):
+        return self.model(a, b, num_flow_updates=2)[-1]
 
 
 class _Values(nn.Module):
