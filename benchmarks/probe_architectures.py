@@ -119,8 +119,37 @@ def cell(name: str, size: int, profile: str) -> dict:
     return row
 
 
-def _run_child(name: str, size: int, profile: str, timeout: float) -> dict:
-    cmd = [sys.executable, __file__, name, "--size", str(size), "--profiles", profile, "--one"]
+def peer_cell(name: str, size: int, profile: str) -> dict:
+    """ExecuTorch's Arm TOSA backend on the same model (INT: its own TOSAQuantizer on the same
+    calibration): how many delegated graphs, and which ops it leaves outside them."""
+    from collections import Counter
+
+    import torch
+
+    model, example, calibration = _models(name, size)  # puts benchmarks/ on sys.path
+    from _peer import _pt2e_quantize
+    from executorch.backends.arm.quantizer import TOSAQuantizer
+    from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
+    from executorch.backends.arm.tosa.partitioner import TOSAPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    spec = TosaCompileSpec(f"TOSA-1.0+{profile}")
+    if profile == "INT":
+        model = _pt2e_quantize(model, example, TOSAQuantizer(spec), calibration)
+    edge = to_edge_transform_and_lower(torch.export.export(model, example),
+                                       partitioner=[TOSAPartitioner(spec)])
+    nodes = [n for n in edge.exported_program().graph_module.graph.nodes
+             if n.op == "call_function"]
+    left = Counter(str(getattr(n.target, "__name__", n.target)) for n in nodes
+                   if "delegate" not in str(n.target) and "getitem" not in str(n.target)
+                   and "quantize" not in str(n.target))
+    return {"whole": not left, "parts": sum("delegate" in str(n.target) for n in nodes),
+            "n_cpu": sum(left.values()), "cpu": [f"{k} x{v}" for k, v in left.most_common(3)]}
+
+
+def _run_child(name: str, size: int, profile: str, timeout: float, peer: bool = False) -> dict:
+    cmd = [sys.executable, __file__, name, "--size", str(size), "--profiles", profile, "--one",
+           *(["--peer"] if peer else [])]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                               env={**os.environ, "OMP_NUM_THREADS": "1"})
@@ -139,6 +168,8 @@ def _verdict(row: dict) -> str:
         return "REFUSED " + row["refused"]
     if not row["whole"]:
         return f"PARTIAL {row['parts']} parts, {row['n_cpu']} cpu: " + "; ".join(row["cpu"][:1])
+    if "max_step" not in row and "rel_err" not in row:  # the peer's row: coverage only
+        return "whole (delegated)"
     if "max_step" in row:
         return ("exact" if row["ok"] else f"WRONG {row['differ']}/{row['n']} off, "
                 f"max {row['max_step']} steps") + f" ({row['levels']} levels)"
@@ -157,10 +188,13 @@ def main() -> None:
     ap.add_argument("--profiles", default="INT,FP")
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--jsonl", help="also write one JSON line per cell here")
+    ap.add_argument("--peer", action="store_true",
+                    help="also ExecuTorch's Arm TOSA backend per cell (INT, FP): delegated whole?")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:  # the child: one cell, one JSON object
-        print(json.dumps(cell(a.models[0], a.size, a.profiles)), flush=True)
+        one = peer_cell if a.peer else cell
+        print(json.dumps(one(a.models[0], a.size, a.profiles)), flush=True)
         return
     names = list(a.models)
     if a.all:
@@ -177,11 +211,14 @@ def main() -> None:
     print(f"{'model':32} {'profile':7} verdict")
     for name in names:
         for profile in a.profiles.split(","):
-            row = _run_child(name, a.size, profile, a.timeout)
-            print(f"{name:32} {profile:7} {_verdict(row)}", flush=True)
-            if out:
-                out.write(json.dumps({"model": name, "profile": profile, **row}) + "\n")
-                out.flush()
+            rows = [("", _run_child(name, a.size, profile, a.timeout))]
+            if a.peer and profile != "INT16":
+                rows.append((" ET", _run_child(name, a.size, profile, a.timeout, peer=True)))
+            for who, row in rows:
+                print(f"{name:32} {profile + who:7} {_verdict(row)}", flush=True)
+                if out:
+                    out.write(json.dumps({"model": name, "profile": profile + who, **row}) + "\n")
+                    out.flush()
 
 
 if __name__ == "__main__":
