@@ -408,7 +408,7 @@ def _tv_video_detection():
     def raft():
         tv = tv_models.import_torchvision()
         return (_RaftLast(tv.models.optical_flow.raft_small(weights=None)),
-                (_x(1, 3, 64, 64), _x(1, 3, 64, 64, seed=1)))
+                (_x(1, 3, 128, 128), _x(1, 3, 128, 128, seed=1)))
 
     def fpn_backbone():
         tv_models.import_torchvision()
