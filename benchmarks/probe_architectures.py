@@ -46,57 +46,6 @@ def _models(name: str, size: int):
     return arch_models.build(name)
 
 
-def _flat(out) -> list:
-    import torch
-
-    return [t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
-
-
-def _judge_int(lm, example) -> dict:
-    """Every output against the float64 fake-quant graph: quantized ones in steps, the
-    others (indices, integer data) equal."""
-    import numpy as np
-    import torch
-
-    from lowering.reference import fake_quant_float64
-
-    raws = lm.run_raw(lm.quantize_inputs(*example))
-    refs = _flat(fake_quant_float64(lm.quantized_model, *example))
-    worst, differ, n = 0, 0, 0
-    for raw, ref, qp in zip(raws, refs, lm.output_qparams, strict=True):
-        raw = np.asarray(raw).astype(np.int64)
-        if qp is not None:
-            ref = torch.ops.quantized_decomposed.quantize_per_tensor(
-                ref.float(), qp.s, qp.zp, qp.qmin, qp.qmax, qp.dtype)
-        diff = np.abs(ref.numpy().astype(np.int64) - raw) if qp is not None or not \
-            ref.is_floating_point() else np.abs(ref.numpy() - raw).astype(np.int64)
-        worst, differ, n = max(worst, int(diff.max(initial=0))), differ + int((diff > 0).sum()), \
-            n + diff.size
-    levels = np.unique(np.asarray(raws[0])).size
-    return {"max_step": worst, "differ": differ, "n": n, "levels": int(levels),
-            "ok": worst == 0}
-
-
-def _judge_fp(lm, model, example) -> dict:
-    """Every output against torch (float: within atol 1e-4 x scale, rtol 1e-3; else equal)."""
-    import torch
-
-    with torch.no_grad():
-        expected = _flat(model(*example))
-    rel, ok, zero, worst = 0.0, True, False, 0.0
-    for got, exp in zip(lm.run(*example), expected, strict=True):
-        if not exp.is_floating_point():
-            ok = ok and torch.equal(got.to(exp.dtype), exp)
-            continue
-        scale = float(exp.abs().max())
-        max_abs = float((got - exp).abs().max())
-        rel, worst = max(rel, max_abs / max(scale, 1e-30)), max(worst, max_abs)
-        ok = ok and scale > 0 and torch.allclose(got, exp, atol=1e-4 * scale, rtol=1e-3)
-        # an all-zero reference (a degenerate tiny config) is matched only by zeros: say so
-        zero = zero or scale == 0
-    return {"rel_err": rel, "max_abs": worst, "ok": bool(ok), "zero_reference": zero}
-
-
 def cell(name: str, size: int, profile: str) -> dict:
     """One survey cell (model ``name``, ``profile``), in this process."""
     import lowering
@@ -104,6 +53,7 @@ def cell(name: str, size: int, profile: str) -> dict:
     from lowering.quantizer import QuantConfig
 
     model, example, calibration = _models(name, size)
+    from lowering_checks import judge_fp, judge_int  # tests/lowering, on sys.path (_models)
     quant = QuantConfig.int16() if profile == "INT16" else None
     try:
         lm = lowering.lower(model, example, profile="FP" if profile == "FP" else "INT",
@@ -115,7 +65,7 @@ def cell(name: str, size: int, profile: str) -> dict:
            "n_cpu": len(lm.cpu_nodes)}
     if lm.tosa is None:
         return row
-    row.update(_judge_int(lm, example) if profile != "FP" else _judge_fp(lm, model, example))
+    row.update(judge_int(lm, example) if profile != "FP" else judge_fp(lm, model, example))
     return row
 
 
@@ -190,6 +140,7 @@ def main() -> None:
     ap.add_argument("--jsonl", help="also write one JSON line per cell here")
     ap.add_argument("--peer", action="store_true",
                     help="also ExecuTorch's Arm TOSA backend per cell (INT, FP): delegated whole?")
+    ap.add_argument("--peer-only", action="store_true", help="only ExecuTorch's rows")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:  # the child: one cell, one JSON object
@@ -211,8 +162,8 @@ def main() -> None:
     print(f"{'model':32} {'profile':7} verdict")
     for name in names:
         for profile in a.profiles.split(","):
-            rows = [("", _run_child(name, a.size, profile, a.timeout))]
-            if a.peer and profile != "INT16":
+            rows = [] if a.peer_only else [("", _run_child(name, a.size, profile, a.timeout))]
+            if (a.peer or a.peer_only) and profile != "INT16":
                 rows.append((" ET", _run_child(name, a.size, profile, a.timeout, peer=True)))
             for who, row in rows:
                 print(f"{name:32} {profile + who:7} {_verdict(row)}", flush=True)

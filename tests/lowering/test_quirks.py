@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from lowering_checks import float64_step_diff
+from lowering_checks import float64_step_diff, judge_fp, judge_int
 from quirk_models import DictOut, build
 from torch import nn
 
@@ -164,3 +164,41 @@ def test_ops_that_stayed_on_the_cpu_lower_whole(name, profile):
     assert lm.cpu_nodes == [], lm.cpu_nodes
     diff = float64_step_diff(lm, x)
     assert diff.max() == 0, f"{(diff > 0).sum()} of {diff.size} outputs off"
+
+
+#: quirk models that cannot lower whole, and the only ops they may leave on the CPU (no TOSA
+#: operator sorts; .item() makes a python number at run time) -- or the refusal they must give
+CPU_ONLY = {"q_argmax_topk": {"aten.topk.default", "getitem"},
+            "q_sort_onehot": {"aten.sort.default", "getitem", "aten.argsort.stable",
+                              "aten.argsort.default", "aten.one_hot.default"},
+            "q_item": {"aten.item.default", "aten.mul.Tensor"}}
+REFUSED = {"q_data_dependent": "python branching on a tensor's value"}
+
+
+def _quirk_names():
+    import quirk_models
+
+    return [k for k in quirk_models.BUILDERS if k.startswith("q_")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("profile", ["FP", "INT"])
+@pytest.mark.parametrize("name", _quirk_names())
+def test_quirk_models_lower_whole_and_exact(name, profile):
+    """The probe's table as a regression test: every quirk model lowers whole and exact (INT:
+    every output equal to the float64 fake-quant; FP: within 1e-5 of PyTorch), except the
+    listed CPU fallbacks and refusals."""
+    from lowering.errors import LoweringError
+
+    model, example, calibration = build(name)
+    if name in REFUSED:
+        with pytest.raises(LoweringError, match=REFUSED[name]):
+            lowering.lower(model, example, profile=profile, calibration=calibration)
+        return
+    lm = lowering.lower(model, example, profile=profile, calibration=calibration)
+    if name in CPU_ONLY:
+        assert lm.cpu_nodes and {c.target for c in lm.cpu_nodes} <= CPU_ONLY[name], lm.cpu_nodes
+        return
+    assert lm.cpu_nodes == [], lm.cpu_nodes
+    row = judge_int(lm, example) if profile == "INT" else judge_fp(lm, model, example)
+    assert row["ok"], row
