@@ -15,6 +15,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -293,6 +294,31 @@ class SortOneHot(nn.Module):
         return s * 2 + oh
 
 
+class Float64Buffers(nn.Module):
+    """Buffers made with numpy (float64): a 0-d scale and a vector cast with ``.float()``."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("scale", torch.tensor(np.float64(0.75)))
+        self.register_buffer("offset", torch.from_numpy(np.linspace(-1.0, 1.0, 6)))
+
+    def forward(self, x):
+        return x * self.scale + self.offset.float() + (x > self.scale).float()
+
+
+class RmsFmod(nn.Module):
+    """nn.RMSNorm (torch >= 2.4, modern LLM code) and fmod by a python number."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.RMSNorm(6, eps=1e-5)
+        with torch.no_grad():
+            self.norm.weight.normal_(1.0, 0.3)
+
+    def forward(self, x):
+        return self.norm(x) + torch.fmod(x, 0.3)
+
+
 def _quirks():
     return {
         "q_inplace": lambda: (InPlaceAll(), (_x(2, 5),)),
@@ -317,6 +343,8 @@ def _quirks():
         "q_pool_pad": lambda: (PoolPad(), (_x(1, 4, 6, 6),)),
         "q_matmul_broadcast": lambda: (MatmulBroadcast(), (_x(2, 3, 8),)),
         "q_sort_onehot": lambda: (SortOneHot(), (_x(2, 6),)),
+        "q_float64_buffers": lambda: (Float64Buffers(), (_x(2, 6),)),
+        "q_rmsnorm_fmod": lambda: (RmsFmod(), (_x(2, 3, 6),)),
     }
 
 

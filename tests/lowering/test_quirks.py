@@ -202,3 +202,14 @@ def test_quirk_models_lower_whole_and_exact(name, profile):
     assert lm.cpu_nodes == [], lm.cpu_nodes
     row = judge_int(lm, example) if profile == "INT" else judge_fp(lm, model, example)
     assert row["ok"], row
+
+
+@pytest.mark.parametrize("profile", ["FP", "INT"])
+def test_float64_buffers_read_as_float32_lower_whole(profile):
+    # x * a 0-d float64 buffer (numpy-made) is a float32 op in PyTorch: it stayed on the CPU
+    # ("unsupported dtype torch.float64"), with the .float() cast's metadata assert
+    model, example, calibration = build("q_float64_buffers")
+    lm = lowering.lower(model, example, profile=profile, calibration=calibration)
+    assert lm.cpu_nodes == [], lm.cpu_nodes
+    row = judge_int(lm, example) if profile == "INT" else judge_fp(lm, model, example)
+    assert row["ok"], row
