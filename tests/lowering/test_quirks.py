@@ -137,7 +137,25 @@ class _Baddbmm(nn.Module):
             x[:, :, :3], x, y, beta=0.0)
 
 
+class _Fmod(nn.Module):
+    def forward(self, x, y):
+        return torch.fmod(x, 0.7) + torch.fmod(x, y)
+
+
+class _Rms(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.RMSNorm(6), nn.RMSNorm([3, 6], eps=1e-3, elementwise_affine=False)
+        with torch.no_grad():
+            self.a.weight.normal_(1.0, 0.3)
+
+    def forward(self, x):
+        return self.a(x) + self.b(x)
+
+
 DECOMPOSED = {
+    "fmod": (_Fmod, lambda: (torch.randn(4, 6) * 3, -0.5 - torch.rand(4, 6))),
+    "rms_norm": (_Rms, lambda: (torch.randn(2, 3, 6),)),
     "logsumexp": (_LogSumExp, lambda: (torch.randn(2, 3, 5) * 2,)),
     "baddbmm": (_Baddbmm, lambda: (torch.randn(2, 3, 4), torch.randn(2, 4, 3))),
     "adaptive_avg_pool3d_global": (_Video, lambda: (torch.randn(1, 2, 4, 6, 6),)),
@@ -213,3 +231,21 @@ def test_float64_buffers_read_as_float32_lower_whole(profile):
     assert lm.cpu_nodes == [], lm.cpu_nodes
     row = judge_int(lm, example) if profile == "INT" else judge_fp(lm, model, example)
     assert row["ok"], row
+
+
+def test_fp_fmod_of_integers_is_exact():
+    # C's remainder on integer values, where x * (1 / y) lands just below the quotient
+    x = torch.arange(-60.0, 61.0)
+    for divisor in (41.0, -7.0, 3.0):
+        model = _Lambda(lambda v, d=divisor: torch.fmod(v, d))
+        lm = lowering.lower(model, (x,), profile="FP")
+        assert torch.equal(lm.run(x)[0], model(x)), divisor
+
+
+class _Lambda(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
