@@ -153,7 +153,13 @@ class _Rms(nn.Module):
         return self.a(x) + self.b(x)
 
 
+class _AdaptiveMax(nn.Module):
+    def forward(self, x):
+        return F.adaptive_max_pool2d(x, (2, 3)) + nn.AdaptiveMaxPool2d((None, 3))(x)[..., ::3, :]
+
+
 DECOMPOSED = {
+    "adaptive_max_pool2d": (_AdaptiveMax, lambda: (torch.randn(1, 2, 6, 6),)),
     "fmod": (_Fmod, lambda: (torch.randn(4, 6) * 3, -0.5 - torch.rand(4, 6))),
     "rms_norm": (_Rms, lambda: (torch.randn(2, 3, 6),)),
     "logsumexp": (_LogSumExp, lambda: (torch.randn(2, 3, 5) * 2,)),

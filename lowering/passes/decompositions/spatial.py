@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from ...graph_utils import val
-from ._common import arg, decomposition
+from ._common import arg, decomposition, tuple_outputs
 
 aten = torch.ops.aten
 
@@ -117,6 +117,22 @@ def adaptive_avg_pool3d(gm, n, b):
         return None
     y = b(aten.adaptive_avg_pool2d.default, x, [h_out, w_out])
     return b(aten.view.default, y, [nb, c, d_out or d, h_out, w_out])
+
+
+@decomposition(aten.adaptive_max_pool2d.default)
+def adaptive_max_pool2d(gm, n, b):
+    """adaptive_max_pool2d's values when the output size divides the input's (its windows
+    are then even: max_pool2d with kernel = stride = in / out); the indices, or uneven
+    windows, stay on the CPU."""
+    v = val(n.args[0])
+    if v is None or v.dim() != 4:
+        return None
+    h, w = v.shape[-2:]
+    oh, ow = [o or size for o, size in zip(_as_list(n.args[1], 2), (h, w), strict=True)]
+    if h % oh or w % ow:
+        return None
+    k = [h // oh, w // ow]
+    return tuple_outputs(n, [b(aten.max_pool2d.default, n.args[0], k, k), None])
 
 
 @decomposition(aten.max_pool2d.default, aten.avg_pool2d.default,
