@@ -9,6 +9,17 @@ import torch
 import lowering
 
 
+class Fn(torch.nn.Module):
+    """A module computing ``fn(*inputs)`` (a lambda as a model)."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs):
+        return self.fn(*xs)
+
+
 def max_step_error(lm: lowering.LoweredModel, inputs) -> float:
     """Largest |TOSA - fake-quant| over all outputs, in output quantization steps."""
     ref = lm.quantized_model(*inputs)

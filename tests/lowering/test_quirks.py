@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from lowering_checks import float64_step_diff, judge_fp, judge_int
+from lowering_checks import Fn, float64_step_diff, judge_fp, judge_int
 from quirk_models import DictOut, build
 from torch import nn
 
@@ -243,15 +243,6 @@ def test_fp_fmod_of_integers_is_exact():
     # C's remainder on integer values, where x * (1 / y) lands just below the quotient
     x = torch.arange(-60.0, 61.0)
     for divisor in (41.0, -7.0, 3.0):
-        model = _Lambda(lambda v, d=divisor: torch.fmod(v, d))
+        model = Fn(lambda v, d=divisor: torch.fmod(v, d))
         lm = lowering.lower(model, (x,), profile="FP")
         assert torch.equal(lm.run(x)[0], model(x)), divisor
-
-
-class _Lambda(nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, x):
-        return self.fn(x)
