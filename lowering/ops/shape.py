@@ -379,7 +379,7 @@ def upsample(em, node):
         acc_dt = "INT48" if dt == "INT16" else "INT32"
         acc = em.new("resize", [N, OH, OW, C], acc_dt)
         em.writer.op("RESIZE", [x, scale, offset, border], acc, mode=mode)
-        from .common import rescale, rescale_ties_even
+        from .common import int48_to_int32, rescale, rescale_ties_even
 
         qi, qo = em.qin(node, x_node), em.qout(node)
         k = sy[0] * sx[0]
@@ -389,6 +389,8 @@ def upsample(em, node):
             em.writer.op("ADD", [acc, off], acc2)
             acc = acc2
         out = em.out(node, NHWC)
+        if acc_dt == "INT48" and k < 1 << 16:  # |int16 x weights| < 2**31: INT32 holds it
+            acc, acc_dt = int48_to_int32(em, acc, 0, "acc32"), "INT32"
         if acc_dt == "INT32":  # dyadic weights meet exact .5 ties: round them to even as torch
             rescale_ties_even(em, acc, dt, qi.s / (qo.s * k), qo.zp, "rs", out_name=out)
         else:
