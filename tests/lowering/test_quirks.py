@@ -164,7 +164,18 @@ class _AdaptiveMax(nn.Module):
         return F.adaptive_max_pool2d(x, (2, 3)) + nn.AdaptiveMaxPool2d((None, 3))(x)[..., ::3, :]
 
 
+class _Meshgrid(nn.Module):
+    """RAFT's coordinate grid (constant, from arange) and a grid of two inputs."""
+
+    def forward(self, x, a, b):
+        ys, xs = torch.meshgrid(torch.arange(x.shape[-2]), torch.arange(x.shape[-1]),
+                                indexing="ij")
+        u, v = torch.meshgrid(a, b, indexing="xy")
+        return x + torch.stack([xs, ys]).float() + (u * v)
+
+
 DECOMPOSED = {
+    "meshgrid": (_Meshgrid, lambda: (torch.randn(1, 2, 3, 4), torch.randn(4), torch.randn(3))),
     "adaptive_max_pool2d": (_AdaptiveMax, lambda: (torch.randn(1, 2, 6, 6),)),
     "fmod": (_Fmod, lambda: (torch.randn(4, 6) * 3, -0.5 - torch.rand(4, 6))),
     "rms_norm": (_Rms, lambda: (torch.randn(2, 3, 6),)),
