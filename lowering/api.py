@@ -59,9 +59,11 @@ def _export_error(e: Exception) -> LoweringError:
         node = m.group(1)
     line = re.search(r'File "([^"]+)", line (\d+)', msg)
     loc = f" at {line.group(1)}:{line.group(2)}" if line else ""
-    kind = "data-dependent shape" if ("data-dependent" in msg or "GuardOnDataDependent" in
-                                      type(e).__name__ or "Could not guard" in msg) else \
-        "torch.export cannot trace the model"
+    # an `if` on a tensor's value guards on the data as a shape does: say both
+    guard = "data-dependent" in msg or "GuardOnDataDependent" in type(e).__name__ or \
+        "Could not guard" in msg
+    kind = ("data-dependent control flow or shape (python branching on a tensor's value: "
+            "torch.where or torch.cond instead)") if guard else "torch.export cannot trace the model"
     return LoweringError(f"{kind}: {type(e).__name__}: {first}{loc}", node=node)
 
 

@@ -328,9 +328,9 @@ class Emitter:
             if node.op == "placeholder":
                 if not_a_tensor_input(node):
                     if node.users:
-                        raise LoweringError("a non-tensor forward input is read by the graph "
-                                            "(torch.export should have made it a constant)",
-                                            node=node.name)
+                        raise LoweringError("reads a python number known only at run time "
+                                            "(a forward argument export kept, or .item() on the "
+                                            "CPU): TOSA graph inputs are tensors", node=node.name)
                     continue  # a python number export specialised: not a TOSA input
                 if boundary is not None:
                     boundary.block_input(self, node, placeholders)

@@ -177,6 +177,9 @@ def _is_float(n) -> bool:
     side computations and integer tensors keep their dtype (unknown values count as float)."""
     if not isinstance(n, fx.Node):
         return False
+    raw = n.meta.get("tv_val", n.meta.get("val"))
+    if raw is not None and not isinstance(raw, torch.Tensor):
+        return False  # a python or symbolic number (``x.max().item()``): nothing to observe
     v = val(n)
     return v is None or (isinstance(v, torch.Tensor) and v.dtype == torch.float32)
 

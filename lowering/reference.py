@@ -184,10 +184,9 @@ def fake_quant_float64(quantized_model: fx.GraphModule, *inputs):
     """
     with torch.no_grad():
         out = _Run(quantized_model, True).run(*[_up(x) for x in inputs])
-    if isinstance(out, (list, tuple)):
-        return type(out)(o.float() if isinstance(o, torch.Tensor) and o.is_floating_point() else o
-                         for o in out)
-    return out.float() if out.is_floating_point() else out
+    # any output structure (a dict, nested tuples and lists): every float leaf back to float32
+    return torch.utils._pytree.tree_map(
+        lambda o: o.float() if isinstance(o, torch.Tensor) and o.is_floating_point() else o, out)
 
 
 def capture(gm: fx.GraphModule, inputs: Sequence[Any], *, f64: bool) -> Capture:

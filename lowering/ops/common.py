@@ -59,11 +59,52 @@ def rescale_ties_even(em, src: str, out_dtype: str, scale: float, out_zp: int, s
     """RESCALE INT32 ``src`` by ``scale`` to ``out_dtype`` (+ ``out_zp``, saturating) with
     ties to even, as the fake-quant quantize (torch.round) does, where RESCALE alone rounds
     them up (see :func:`_tie_correction`); a plain RESCALE when no tie can occur."""
+    d = integer_divisor(scale)
+    if d is not None:
+        even = _divide_ties_even(em, src, d, suffix)
+        return rescale(em, even, out_dtype, 1.0, 0, out_zp, suffix, out_name=out_name)
     if not ties_possible(scale):
         return rescale(em, src, out_dtype, scale, 0, out_zp, suffix, out_name=out_name)
     up = rescale(em, src, "INT32", scale, 0, 0, suffix + "_up")
     even = fp_binary(em, "SUB", up, _tie_correction(em, src, up, scale, suffix), suffix + "_even")
     return rescale(em, even, out_dtype, 1.0, 0, out_zp, suffix, out_name=out_name)
+
+
+def integer_divisor(scale: float) -> int | None:
+    """``d`` when ``scale`` is ``1/d`` for an integer ``d`` > 1 that is not a power of two
+    (a mean over 6 or 9 elements with equal in/out quantization): its RESCALE multiplier is
+    inexact, yet ``src / d`` meets exact .5 ties whenever ``d`` is even. Else None.
+
+    Example:
+        >>> integer_divisor(1 / 6), integer_divisor(0.25), integer_divisor(0.3)
+        (6, None, None)
+    """
+    d = round(1.0 / scale)
+    if d < 3 or d & (d - 1) == 0 or d % 2 or abs(d * scale - 1.0) > 1e-12:
+        return None
+    return d
+
+
+def _divide_ties_even(em, src: str, d: int, suffix: str) -> str:
+    """INT32 ``round_half_even(src / d)``. RESCALEs (round half up) by the multipliers just
+    below and just above ``1/d`` agree except on an exact tie k + .5 (for |src| below
+    2**(shift - 1) / d, far beyond any window sum), where one gives k and the other k + 1:
+    ``up`` = their maximum, ``down`` their minimum. As in :func:`_tie_correction`, with
+    ``h = ceil(up / 2)``: ``tie & odd(up) = RESCALE(2h - down - 1, 0.5)``, subtracted."""
+    from ..qparams import quantize_scale
+
+    _, sh = quantize_scale(1.0 / d, True)
+    m_lo = (1 << sh) // d
+    a = rescale(em, src, "INT32", m_lo * 2.0 ** -sh, 0, 0, suffix + "_lo")
+    b = rescale(em, src, "INT32", (m_lo + 1) * 2.0 ** -sh, 0, 0, suffix + "_hi")
+    up = fp_binary(em, "MAXIMUM", a, b, suffix + "_up")
+    down = fp_binary(em, "MINIMUM", a, b, suffix + "_down")
+    one = em.const(suffix + "_one", [1], "INT32", [1] * len(em.writer.shapes[src]))
+    h = rescale(em, up, "INT32", 0.5, 0, 0, suffix + "_half")
+    y = fp_binary(em, "SUB", fp_binary(em, "ADD", h, h, suffix + "_2h"), down, suffix + "_2hd")
+    corr = rescale(em, fp_binary(em, "SUB", y, one, suffix + "_y"), "INT32", 0.5, 0, 0,
+                   suffix + "_corr")
+    return fp_binary(em, "SUB", up, corr, suffix + "_even")
 
 
 def _tie_correction(em, src: str, up: str, scale: float, suffix: str) -> str:

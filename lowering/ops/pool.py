@@ -9,7 +9,14 @@ import torch
 
 from ..graph_utils import NHWC
 from ..serialize import INT_OF
-from .common import FP_MAX, requantize, rescale, rescale_ties_even, ties_possible
+from .common import (
+    FP_MAX,
+    int48_to_int32,
+    integer_divisor,
+    requantize,
+    rescale_ties_even,
+    ties_possible,
+)
 from .conv import _crop, _pair
 from .registry import register
 
@@ -29,13 +36,20 @@ def avg_pool(em, node, x_node, x, in_shape, kernel, stride, pads):
     izp, ozp, acc = _zps(em, node, x_node)
     out_shape = em.shape(node, NHWC) if len(em.shape(node)) == 4 else None
     qo, qi = em.qout(node), em.qin(node, x_node)
-    if em.is_int and not any(pads) and qi.dtype == torch.int8 \
-            and ties_possible(qi.s / (kernel[0] * kernel[1] * qo.s)):
+    scale = qi.s / (kernel[0] * kernel[1] * qo.s) if em.is_int else 1.0
+    if em.is_int and not any(pads) and (ties_possible(scale) or integer_divisor(scale)):
         # AVG_POOL2D rounds .5 away from zero (and a requantize after it rounds twice); the
         # fake-quant mean rounds once, ties to even: exact window sums, one RESCALE instead
         sums = _int_window_sums(em, node, x_node, x, kernel, stride, pads)
-        return rescale_ties_even(em, sums, INT_OF[qo.dtype], qi.s / (kernel[0] * kernel[1] * qo.s),
-                                 qo.zp, "rescale", out_name=em.out(node, NHWC) if out_shape else None)
+        return _rescale_sums(em, sums, qo, scale, "rescale",
+                             em.out(node, NHWC) if out_shape else None)
+    if em.is_int and any(pads):
+        # AVG_POOL2D's reciprocal of each window's count is inexact and rounds again in the
+        # requantize: exact sums, each block of equal counts rescaled once instead
+        exact = _exact_padded_avg(em, node, x_node, x, kernel, stride, pads,
+                                  em.out(node, NHWC) if out_shape else None)
+        if exact is not None:
+            return exact
     same_q = (not em.is_int) or (qo.s == qi.s and qo.zp == qi.zp)
     out = em.out(node, NHWC) if (out_shape and same_q) else em.new(
         "pool", [in_shape[0], (in_shape[1] + pads[0] + pads[1] - kernel[0]) // stride[0] + 1,
@@ -47,6 +61,79 @@ def avg_pool(em, node, x_node, x, in_shape, kernel, stride, pads):
         target = em.out(node, NHWC) if out_shape else None
         out = requantize(em, out, qi, qo, "rq", out_name=target)
     return out
+
+
+def window_counts(size: int, lo: int, k: int, stride: int, n_out: int) -> list[int]:
+    """The input elements (not padding) in each of ``n_out`` windows along one axis, with
+    ``lo`` padding before the input.
+
+    Example:
+        >>> window_counts(6, 1, 3, 2, 4)  # the first and the ceil-mode last window overhang
+        [2, 3, 3, 1]
+    """
+    return [min(i * stride - lo + k, size) - max(i * stride - lo, 0) for i in range(n_out)]
+
+
+def _runs(values: list[int]) -> list[tuple[int, int, int]]:
+    """(start, length, value) of each run of equal ``values``."""
+    runs: list[tuple[int, int, int]] = []
+    for i, v in enumerate(values):
+        if runs and runs[-1][2] == v:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1, v)
+        else:
+            runs.append((i, 1, v))
+    return runs
+
+
+def _rescale_sums(em, sums, qo, scale, suffix, out_name=None):
+    """Window sums -> the output type, ties to even (INT48 sums of int16 inputs first to INT32:
+    exact, a window holds far fewer than 2**16 elements)."""
+    if em.writer.dtypes[sums] == "INT48":
+        sums = int48_to_int32(em, sums, 0, suffix + "_i32")
+    return rescale_ties_even(em, sums, INT_OF[qo.dtype], scale, qo.zp, suffix, out_name=out_name)
+
+
+def _concat(em, parts, axis, suffix, out_name=None):
+    if len(parts) == 1 and out_name is None:
+        return parts[0]
+    shape = list(em.writer.shapes[parts[0]])
+    shape[axis] = sum(em.writer.shapes[p][axis] for p in parts)
+    out = out_name or em.new(suffix, shape, em.writer.dtypes[parts[0]])
+    em.writer.op("CONCAT" if len(parts) > 1 else "IDENTITY", parts, out,
+                 **({"axis": axis} if len(parts) > 1 else {}))
+    return out
+
+
+def _exact_padded_avg(em, node, x_node, x, kernel, stride, pads, out_name):
+    """INT average pool whose windows overlap TOSA ``pads`` (never counted: PyTorch's
+    ``count_include_pad=False`` and the ceil-mode overhang): exact INT32 window sums
+    (:func:`_int_window_sums`), every block of outputs with one window count rescaled once by
+    ``s_in / (count * s_out)``, ties to even as the fake-quant mean rounds. None when the
+    counts form more than 16 blocks (AVG_POOL2D then)."""
+    qi, qo = em.qin(node, x_node), em.qout(node)
+    n, h, w, c = em.writer.shapes[x]
+    sums = _int_window_sums(em, node, x_node, x, kernel, stride, pads)
+    if em.writer.dtypes[sums] == "INT48":  # SLICE takes no INT48 (exact: see _rescale_sums)
+        sums = int48_to_int32(em, sums, 0, "sums_i32")
+    oh, ow = em.writer.shapes[sums][1:3]
+    rows = _runs(window_counts(h, pads[0], kernel[0], stride[0], oh))
+    cols = _runs(window_counts(w, pads[2], kernel[1], stride[1], ow))
+    if len(rows) * len(cols) > 16:
+        return None
+    bands = []
+    for i, (r0, rl, rc) in enumerate(rows):
+        cells = []
+        for j, (c0, cl, cc) in enumerate(cols):
+            blk = sums
+            if (rl, cl) != (oh, ow):
+                blk = em.new(f"blk{i}_{j}", [n, rl, cl, c], em.writer.dtypes[sums])
+                em.writer.op("SLICE", [sums, em.const_shape(f"blk{i}_{j}_start", [0, r0, c0, 0]),
+                                       em.const_shape(f"blk{i}_{j}_size", [n, rl, cl, c])], blk)
+            one = len(rows) * len(cols) == 1
+            cells.append(_rescale_sums(em, blk, qo, qi.s / (rc * cc * qo.s), f"blk{i}_{j}_rs",
+                                       out_name if one else None))
+        bands.append(_concat(em, cells, 2, f"band{i}"))
+    return bands[0] if len(bands) * len(cols) == 1 else _concat(em, bands, 1, "bands", out_name)
 
 
 def _window_args(node, count: int):
@@ -206,11 +293,7 @@ def _window_sum(em, node, x_node, x, kernel, stride, pads, divisor):
         return out
     qi, qo = em.qin(node, x_node), em.qout(node)
     sums = _int_window_sums(em, node, x_node, x, kernel, stride, pads)
-    if em.writer.dtypes[sums] == "INT32":
-        return rescale_ties_even(em, sums, INT_OF[qo.dtype], qi.s / (divisor * qo.s), qo.zp,
-                                 "rescale", out_name=em.out(node, NHWC))
-    return rescale(em, sums, INT_OF[qo.dtype], qi.s / (divisor * qo.s), 0, qo.zp, "rescale",
-                   out_name=em.out(node, NHWC))
+    return _rescale_sums(em, sums, qo, qi.s / (divisor * qo.s), "rescale", em.out(node, NHWC))
 
 
 def _int_window_sums(em, node, x_node, x, kernel, stride, pads):

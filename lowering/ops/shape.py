@@ -3,6 +3,8 @@ slice/select, pad, expand/repeat, index_select/embedding (GATHER), flip, upsampl
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
@@ -323,6 +325,18 @@ def flip(em, node):
     em.bind(node, x)
 
 
+def _lowest_terms(scale: tuple[int, int], offset: int) -> tuple[tuple[int, int], int]:
+    """RESIZE's ``scale_n / scale_d`` and ``offset`` (in 1/scale_n steps) divided by their
+    common factor: the same sampling positions with the smallest integer weights.
+
+    Example:
+        >>> _lowest_terms((24, 12), -6)
+        ((4, 2), -1)
+    """
+    g = math.gcd(scale[0], scale[1], offset)
+    return (scale[0] // g, scale[1] // g), offset // g
+
+
 @register(aten.upsample_nearest2d.vec, aten.upsample_nearest2d.default,
           aten.upsample_bilinear2d.vec, aten.upsample_bilinear2d.default)
 def upsample(em, node):
@@ -350,6 +364,10 @@ def upsample(em, node):
             off_y, off_x = IH - OH, IW - OW
         else:  # TOSA rounds to nearest; shift by half a step so it floors like PyTorch
             off_y, off_x = -OH, -OW
+    if bilinear:  # lowest terms: the weights' denominator k below is then 4 at a 2x upscale of
+        # any size (a 6 -> 12 upscale gave 24/12: k = 576, no exact RESCALE, ties rounded off)
+        sy, off_y = _lowest_terms(sy, off_y)
+        sx, off_x = _lowest_terms(sx, off_x)
     border_y = (OH - 1) * sy[1] - (IH - 1) * sy[0] + off_y
     border_x = (OW - 1) * sx[1] - (IW - 1) * sx[0] + off_x
     scale = em.const_shape("scale", [sy[0], sy[1], sx[0], sx[1]])
@@ -361,7 +379,7 @@ def upsample(em, node):
         acc_dt = "INT48" if dt == "INT16" else "INT32"
         acc = em.new("resize", [N, OH, OW, C], acc_dt)
         em.writer.op("RESIZE", [x, scale, offset, border], acc, mode=mode)
-        from .common import rescale, rescale_ties_even
+        from .common import int48_to_int32, rescale, rescale_ties_even
 
         qi, qo = em.qin(node, x_node), em.qout(node)
         k = sy[0] * sx[0]
@@ -371,6 +389,8 @@ def upsample(em, node):
             em.writer.op("ADD", [acc, off], acc2)
             acc = acc2
         out = em.out(node, NHWC)
+        if acc_dt == "INT48" and k < 1 << 16:  # |int16 x weights| < 2**31: INT32 holds it
+            acc, acc_dt = int48_to_int32(em, acc, 0, "acc32"), "INT32"
         if acc_dt == "INT32":  # dyadic weights meet exact .5 ties: round them to even as torch
             rescale_ties_even(em, acc, dt, qi.s / (qo.s * k), qo.zp, "rs", out_name=out)
         else:

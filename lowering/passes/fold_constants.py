@@ -85,6 +85,51 @@ class FoldConstants(GraphPass):
             if keep is not None:
                 n.replace_all_uses_with(keep)
         gm.graph.eliminate_dead_code()
+        narrow_float64_constants(gm)
+
+
+def narrow_float64_constants(gm: fx.GraphModule) -> None:
+    """A float64 constant (a buffer made with numpy: ``torch.from_numpy(np.linspace(...))``)
+    whose every reader computes a float32 result becomes float32: PyTorch's type promotion
+    computes such an op (``x * c`` with a 0-d ``c``) in float32 with ``c`` cast, so the
+    cast here changes no value. Constants of float64 arithmetic stay (on the CPU).
+
+    Example:
+        >>> class M(torch.nn.Module):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.register_buffer("c", torch.tensor(0.5, dtype=torch.float64))
+        ...     def forward(self, x):
+        ...         return x * self.c
+        >>> gm = torch.export.export(M(), (torch.ones(2),)).module(check_guards=False)
+        >>> from lowering.graph_utils import propagate_values
+        >>> propagate_values(gm, (torch.ones(2),))
+        >>> narrow_float64_constants(gm)
+        >>> [get_constant(gm, n).dtype for n in gm.graph.nodes if n.op == "get_attr"]
+        [torch.float32]
+    """
+    for n in list(gm.graph.nodes):
+        if n.op == "call_function" and n.target == aten._assert_tensor_metadata.default \
+                and not n.users and n.args and getattr(n.args[0], "op", None) == "get_attr":
+            gm.graph.erase_node(n)  # a constant's dtype check: static, and read as float64
+    for n in list(gm.graph.nodes):
+        value = get_constant(gm, n) if n.op == "get_attr" else None
+        if value is None or value.dtype != torch.float64 or not n.users or not all(
+                _reads_as_float32(u, value) for u in n.users):
+            continue
+        c = add_constant(gm, value.float(), "f32", before=n)
+        c.meta["val"] = value.float()
+        n.replace_all_uses_with(c)
+        gm.graph.erase_node(n)
+
+
+def _reads_as_float32(user: fx.Node, value: torch.Tensor) -> bool:
+    """Whether ``user`` computes with the float64 constant ``value`` cast to float32: its
+    result is float32, or ``value`` is 0-d (which never promotes a tensor; a comparison
+    with it is done in float32 too)."""
+    out = val(user)
+    return out is not None and (out.dtype == torch.float32 or
+                                (value.dim() == 0 and out.dtype != torch.float64))
 
 
 def _zero_addend_kept(gm: fx.GraphModule, n: fx.Node) -> fx.Node | None:

@@ -9,6 +9,17 @@ import torch
 import lowering
 
 
+class Fn(torch.nn.Module):
+    """A module computing ``fn(*inputs)`` (a lambda as a model)."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs):
+        return self.fn(*xs)
+
+
 def max_step_error(lm: lowering.LoweredModel, inputs) -> float:
     """Largest |TOSA - fake-quant| over all outputs, in output quantization steps."""
     ref = lm.quantized_model(*inputs)
@@ -69,3 +80,61 @@ def float64_step_diff(lm: lowering.LoweredModel, inputs) -> np.ndarray:
         fake_quant_float64(lm.quantized_model, *inputs).float(), qp.s, qp.zp, qp.qmin, qp.qmax,
         qp.dtype).numpy().astype(np.int64)
     return np.abs(ref - raw)
+
+
+def _flat(out) -> list:
+    return [t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+
+
+def judge_int(lm, example) -> dict:
+    """Every output of a whole INT lowering against the float64 fake-quant graph: quantized
+    ones in steps, the others (indices, integer data) equal; ``ok`` when all are exact.
+
+    Example:
+        >>> m = torch.nn.Linear(4, 2).eval(); x = (torch.randn(3, 4),)
+        >>> judge_int(lowering.lower(m, x), x)["ok"]
+        True
+    """
+    from lowering.reference import fake_quant_float64
+
+    raws = lm.run_raw(lm.quantize_inputs(*example))
+    refs = _flat(fake_quant_float64(lm.quantized_model, *example))
+    worst, differ, n = 0, 0, 0
+    for raw, ref, qp in zip(raws, refs, lm.output_qparams, strict=True):
+        raw = np.asarray(raw).astype(np.int64)
+        if qp is not None:
+            ref = torch.ops.quantized_decomposed.quantize_per_tensor(
+                ref.float(), qp.s, qp.zp, qp.qmin, qp.qmax, qp.dtype)
+        diff = np.abs(ref.numpy().astype(np.int64) - raw) if qp is not None or not \
+            ref.is_floating_point() else np.abs(ref.numpy() - raw).astype(np.int64)
+        worst, differ, n = max(worst, int(diff.max(initial=0))), differ + int((diff > 0).sum()), \
+            n + diff.size
+    levels = np.unique(np.asarray(raws[0])).size
+    return {"max_step": worst, "differ": differ, "n": n, "levels": int(levels),
+            "ok": worst == 0}
+
+
+def judge_fp(lm, model, example) -> dict:
+    """Every output of a whole FP lowering against torch (float: within atol 1e-4 x the
+    output's scale, rtol 1e-3; integer outputs equal); ``ok`` when all are.
+
+    Example:
+        >>> m = torch.nn.Linear(4, 2).eval(); x = (torch.randn(3, 4),)
+        >>> judge_fp(lowering.lower(m, x, profile="FP"), m, x)["ok"]
+        True
+    """
+
+    with torch.no_grad():
+        expected = _flat(model(*example))
+    rel, ok, zero, worst = 0.0, True, False, 0.0
+    for got, exp in zip(lm.run(*example), expected, strict=True):
+        if not exp.is_floating_point():
+            ok = ok and torch.equal(got.to(exp.dtype), exp)
+            continue
+        scale = float(exp.abs().max())
+        max_abs = float((got - exp).abs().max())
+        rel, worst = max(rel, max_abs / max(scale, 1e-30)), max(worst, max_abs)
+        ok = ok and scale > 0 and torch.allclose(got, exp, atol=1e-4 * scale, rtol=1e-3)
+        # an all-zero reference (a degenerate tiny config) is matched only by zeros: say so
+        zero = zero or scale == 0
+    return {"rel_err": rel, "max_abs": worst, "ok": bool(ok), "zero_reference": zero}

@@ -4,24 +4,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from lowering_checks import check_fp, check_int
+from lowering_checks import Fn, check_fp, check_int
 
 torch.set_num_threads(1)
 
 
 def _gen(seed=0):
     return torch.Generator().manual_seed(seed)
-
-
-class Fn(torch.nn.Module):
-    """A module computing ``fn(*inputs)``."""
-
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *xs):
-        return self.fn(*xs)
 
 
 class BufferIndex(torch.nn.Module):

@@ -9,20 +9,9 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from lowering_checks import check_fp, check_int, float64_step_diff
+from lowering_checks import Fn, check_fp, check_int, float64_step_diff
 
 import lowering
-
-
-class Fn(nn.Module):
-    """A module computing ``fn(x)``."""
-
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, x):
-        return self.fn(x)
 
 
 def _x(*shape, seed=0):

@@ -112,6 +112,18 @@ def remainder(gm, n, b):
     return b(aten.sub.Tensor, x, b(aten.mul.Tensor, q, y))
 
 
+@decomposition(aten.fmod.Tensor, aten.fmod.Scalar)
+def fmod(gm, n, b):
+    """``fmod(x, y) = sign(x) * (|x| % |y|)``: C's remainder takes the sign of ``x``, and
+    the remainder of magnitudes is :func:`remainder`'s (floored, exact-quotient corrected)."""
+    x = n.args[0]
+    if not is_float(x):
+        return None
+    y = tensor_operand(gm, b, n.args[1], x, "divisor")
+    r = b(aten.remainder.Tensor, b(aten.abs.default, x), b(aten.abs.default, y))
+    return b(aten.mul.Tensor, b(aten.sign.default, x), r)
+
+
 @decomposition(aten.pow.Tensor_Scalar)
 def pow_scalar_exponent(gm, n, b):
     """Exponents 2, 1, 0.5 and -1 are exact as mul / identity / sqrt / reciprocal, 0 is a

@@ -64,6 +64,18 @@ def _addmm(gm, n, b):
     return b(aten.add.Tensor, prod, _scaled(gm, b, bias, beta, "beta"))
 
 
+@decomposition(aten.baddbmm.default)
+def baddbmm(gm, n, b):
+    """``beta * input + alpha * bmm(b1, b2)`` (``beta == 0`` drops the input, as PyTorch
+    ignores it then)."""
+    bias, x, w = n.args[0], n.args[1], n.args[2]
+    beta, alpha = arg(n, 3, "beta", 1), arg(n, 4, "alpha", 1)
+    prod = _scaled(gm, b, b(aten.bmm.default, x, w), alpha, "alpha")
+    if beta == 0:
+        return prod
+    return b(aten.add.Tensor, prod, _scaled(gm, b, bias, beta, "beta"))
+
+
 @decomposition(aten.addmm.default, aten.mm.default, aten.matmul.default)
 def linearize(gm, n, b):
     """addmm/mm/matmul with a constant 2-D right operand -> linear; addmm of two activations

@@ -159,3 +159,20 @@ def vector_norm(gm, n, b):
         return b(aten.sum.dim_IntList, magnitude, dims, keepdim)
     total = b(aten.sum.dim_IntList, b(aten.pow.Tensor_Scalar, magnitude, order), dims, keepdim)
     return b(aten.pow.Tensor_Scalar, total, 1.0 / order)
+
+
+@decomposition(aten.rms_norm.default)
+def rms_norm(gm, n, b):
+    """rms_norm(x, shape, w, eps) (``nn.RMSNorm``): ``x * rsqrt(mean(x * x) + eps) * w`` over
+    the last ``len(shape)`` dims; eps defaults to the dtype's machine epsilon, as PyTorch's."""
+    x, shape = n.args[0], n.args[1]
+    v = val(x)
+    if v is None or not v.is_floating_point():
+        return None
+    eps = arg(n, 3, "eps")
+    eps = torch.finfo(v.dtype).eps if eps is None else eps
+    dims = list(range(v.dim() - len(shape), v.dim()))
+    mean_square = b(aten.mean.dim, b(aten.mul.Tensor, x, x), dims, True)
+    rms = b(aten.rsqrt.default, b(aten.add.Tensor, mean_square,
+                                  const_like(gm, b, float(eps), None, "eps")))
+    return _affine(b, b(aten.mul.Tensor, x, rms), arg(n, 2, "weight"), None)

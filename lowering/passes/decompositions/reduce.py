@@ -84,3 +84,20 @@ def max_min_all(gm, n, b):
         return None
     target = aten.amax.default if n.target == aten.max.default else aten.amin.default
     return b(target, x, list(range(val(x).dim())), False)
+
+
+@decomposition(aten.logsumexp.default)
+def logsumexp(gm, n, b):
+    """``m + log(sum(exp(x - m)))`` with ``m = amax(x)`` over the dims (kept, then dropped
+    unless ``keepdim``): PyTorch's own stable form, so exp never overflows. A row of -inf
+    (m = -inf: nan here, -inf in PyTorch) is left to the caller's masks."""
+    x = n.args[0]
+    v = val(x)
+    if v is None or not v.is_floating_point():
+        return None
+    dims = _reduced_dims(arg(n, 1, "dim"), v.dim())
+    keepdim = bool(arg(n, 2, "keepdim", False))
+    m = b(aten.amax.default, x, dims, True)
+    total = b(aten.sum.dim_IntList, b(aten.exp.default, b(aten.sub.Tensor, x, m)), dims, True)
+    out = b(aten.add.Tensor, b(aten.log.default, total), m)
+    return out if keepdim else b(aten.squeeze.dims, out, dims)

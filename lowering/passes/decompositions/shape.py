@@ -120,3 +120,25 @@ def roll(gm, n, b):
             out = b(aten.cat.default, [b(aten.slice.Tensor, out, dim, size - s, size),
                                        b(aten.slice.Tensor, out, dim, 0, size - s)], dim)
     return b(aten.reshape.default, out, shape) if sizes is not shape else out
+
+
+@decomposition(aten.meshgrid.default, aten.meshgrid.indexing)
+def meshgrid(gm, n, b):
+    """meshgrid of 1-D (or 0-d) tensors: each viewed with its length on its own axis and
+    expanded to the grid ("xy" indexing swaps the first two axes, as numpy); RAFT's and
+    detection heads' coordinate grids, which then fold to constants."""
+    tensors = list(n.args[0])
+    vals = [val(t) for t in tensors]
+    if any(v is None or v.dim() > 1 for v in vals):
+        return None
+    sizes = [v.numel() for v in vals]
+    axes = list(range(len(tensors)))
+    if arg(n, 1, "indexing", "ij") == "xy" and len(axes) > 1:
+        axes[0], axes[1] = 1, 0
+        sizes[0], sizes[1] = sizes[1], sizes[0]
+    grids = []
+    for t, v, axis in zip(tensors, vals, axes, strict=True):
+        shape = [1] * len(sizes)
+        shape[axis] = v.numel()
+        grids.append(b(aten.expand.default, b(aten.view.default, t, shape), sizes))
+    return tuple_outputs(n, grids)

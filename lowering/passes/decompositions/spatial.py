@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from ...graph_utils import val
-from ._common import arg, decomposition
+from ._common import arg, decomposition, tuple_outputs
 
 aten = torch.ops.aten
 
@@ -96,6 +96,43 @@ def adaptive_avg_pool1d(gm, n, b):
     out = _as_list(n.args[1], 1)[0]
     y = b(aten.adaptive_avg_pool2d.default, _around_4d(b, x, rank == 2, True), [1, out])
     return _back_from_4d(b, y, rank == 2, True)
+
+
+@decomposition(aten.adaptive_avg_pool3d.default, aten._adaptive_avg_pool3d.default)
+def adaptive_avg_pool3d(gm, n, b):
+    """adaptive_avg_pool3d of [N, C, D, H, W] to [D_out, h, w] when D_out is 1 (a video net's
+    global pool: the mean over D, then the 2-D pool of [N, C, H, W]) or D (the 2-D pool of
+    [N, C * D, H, W]); other depths stay on the CPU."""
+    v = val(n.args[0])
+    if v is None or v.dim() != 5:
+        return None
+    nb, c, d, h, w = v.shape
+    d_out, h_out, w_out = (_as_list(n.args[1], 3) + [None] * 3)[:3]
+    h_out, w_out = h_out or h, w_out or w  # None keeps the input's size
+    if d_out == 1:
+        x = b(aten.view.default, b(aten.mean.dim, n.args[0], [2], True), [nb, c, h, w])
+    elif d_out in (d, None):
+        x = b(aten.view.default, n.args[0], [nb, c * d, h, w])
+    else:
+        return None
+    y = b(aten.adaptive_avg_pool2d.default, x, [h_out, w_out])
+    return b(aten.view.default, y, [nb, c, d_out or d, h_out, w_out])
+
+
+@decomposition(aten.adaptive_max_pool2d.default)
+def adaptive_max_pool2d(gm, n, b):
+    """adaptive_max_pool2d's values when the output size divides the input's (its windows
+    are then even: max_pool2d with kernel = stride = in / out); the indices, or uneven
+    windows, stay on the CPU."""
+    v = val(n.args[0])
+    if v is None or v.dim() != 4:
+        return None
+    h, w = v.shape[-2:]
+    oh, ow = [o or size for o, size in zip(_as_list(n.args[1], 2), (h, w), strict=True)]
+    if h % oh or w % ow:
+        return None
+    k = [h // oh, w // ow]
+    return tuple_outputs(n, [b(aten.max_pool2d.default, n.args[0], k, k), None])
 
 
 @decomposition(aten.max_pool2d.default, aten.avg_pool2d.default,
