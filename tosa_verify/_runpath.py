@@ -58,33 +58,16 @@ def run_io(graph: Graph) -> tuple:
         checks = []
         for name in block.inputs:
             decl = block.tensors.get(name) or block.shapes.get(name)
-            working = None if decl is None else _plain(decl.dtype)
+            working = None if decl is None else plain_working(decl.dtype)
             checks.append(None if working is None else (working, tuple(decl.shape)))
         outputs = []
         for name in block.outputs:
             decl = block.tensors.get(name) or block.shapes.get(name)
             # (an undeclared output is never produced: run_block raises before any conversion)
             outputs.append((name, None, True) if decl is None else
-                           (name, decl.dtype, _plain(decl.dtype) is not None))
+                           (name, decl.dtype, plain_working(decl.dtype) is not None))
         io = cache["io"] = (tuple(block.inputs), checks, outputs)
     return io
-
-
-#: TOSA dtype name -> :func:`~tosa_verify.dtypes.plain_working` of it (a schema-level fact)
-_PLAINS: dict[str, object] = {}
-
-
-def _plain(dtype: str):
-    """``plain_working(dtype)``, memoized in :data:`_PLAINS` by dtype name.
-
-    >>> _plain("INT8"), _plain("INT8") is _PLAINS["INT8"]
-    (dtype('int8'), True)
-    """
-    try:
-        return _PLAINS[dtype]
-    except KeyError:  # (a dtype's first use; an unhashable or unknown one raises as before)
-        working = _PLAINS[dtype] = plain_working(dtype)
-        return working
 
 
 def bind_fast(io: tuple, inputs) -> list[np.ndarray] | None:

@@ -351,12 +351,23 @@ def plain_working(dtype: str) -> np.dtype | None:
 
     >>> plain_working("INT8"), plain_working("BF16")
     (dtype('int8'), None)
+
+    Memoized by dtype name (a schema-level fact; every run's input binding asks it); an unknown
+    dtype raises each time.
     """
+    try:
+        return _PLAIN_WORKING[dtype]
+    except KeyError:
+        pass
     info = dtype_info(dtype)
     name = info.name
-    if info.block or name in _PACKED or name in _RAW_VIEW or name in ("MXINT8", "INT4"):
-        return None
-    return info.working
+    plain = None if info.block or name in _PACKED or name in _RAW_VIEW or name in ("MXINT8", "INT4") \
+        else info.working
+    _PLAIN_WORKING[dtype] = plain
+    return plain
+
+
+_PLAIN_WORKING: dict[str, np.dtype | None] = {}
 
 
 def to_reference_form(value: np.ndarray, dtype: str) -> np.ndarray:
