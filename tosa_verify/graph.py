@@ -158,7 +158,9 @@ class Graph(Watched):
 _block, _region, _graph = constructor(Block), constructor(Region), constructor(Graph)
 
 
-def _new_block(name: str, operators: list, tensors: dict, inputs: list, outputs: list, shapes: dict) -> Block:
+def _new_block(name: str, operators: list, tensors: dict, inputs: list, outputs: list,
+               shapes: dict | Iterable[tuple[str, Tensor]]) -> Block:
+    """A loaded block, its containers watched (``shapes``: by name, or (name, shape) pairs)."""
     return _block(name, WatchedList(operators), WatchedDict(tensors), WatchedList(inputs), WatchedList(outputs),
                   WatchedDict(shapes))
 
@@ -458,9 +460,8 @@ def _make_shape(buf: bytes, name: str, rank: int, start: int, length: int) -> Te
 
 
 def _make_block(name: str, operators: list, tensors: dict, inputs: list, outputs: list, shapes: list) -> Block:
-    # (dict(zip(map(...))): a comprehension costs a function call in Python 3.11)
-    return _block(name, WatchedList(operators), WatchedDict(tensors), WatchedList(inputs), WatchedList(outputs),
-                  WatchedDict(zip(map(_NAME, shapes), shapes, strict=True)))
+    # (zip(map(...)): a comprehension costs a function call in Python 3.11)
+    return _new_block(name, operators, tensors, inputs, outputs, zip(map(_NAME, shapes), shapes, strict=True))
 
 
 _NAME = attrgetter("name")
