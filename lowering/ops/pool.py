@@ -112,14 +112,16 @@ def _exact_padded_avg(em, node, x_node, x, kernel, stride, pads, out_name):
     counts form more than 16 blocks (AVG_POOL2D then)."""
     qi, qo = em.qin(node, x_node), em.qout(node)
     n, h, w, c = em.writer.shapes[x]
-    sums = _int_window_sums(em, node, x_node, x, kernel, stride, pads)
-    if em.writer.dtypes[sums] == "INT48":  # SLICE takes no INT48 (exact: see _rescale_sums)
-        sums = int48_to_int32(em, sums, 0, "sums_i32")
-    oh, ow = em.writer.shapes[sums][1:3]
+    # (the blocks decided before any operator is emitted: a declined pool leaves none behind)
+    oh = (h + pads[0] + pads[1] - kernel[0]) // stride[0] + 1
+    ow = (w + pads[2] + pads[3] - kernel[1]) // stride[1] + 1
     rows = _runs(window_counts(h, pads[0], kernel[0], stride[0], oh))
     cols = _runs(window_counts(w, pads[2], kernel[1], stride[1], ow))
     if len(rows) * len(cols) > 16:
         return None
+    sums = _int_window_sums(em, node, x_node, x, kernel, stride, pads)
+    if em.writer.dtypes[sums] == "INT48":  # SLICE takes no INT48 (exact: see _rescale_sums)
+        sums = int48_to_int32(em, sums, 0, "sums_i32")
     bands = []
     for i, (r0, rl, rc) in enumerate(rows):
         cells = []

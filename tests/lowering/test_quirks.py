@@ -16,6 +16,7 @@ from quirk_models import DictOut, build
 from torch import nn
 
 import lowering
+import tosa_verify
 from lowering.reference import fake_quant_float64
 
 
@@ -263,3 +264,15 @@ def test_fp_fmod_of_integers_is_exact():
         model = Fn(lambda v, d=divisor: torch.fmod(v, d))
         lm = lowering.lower(model, (x,), profile="FP")
         assert torch.equal(lm.run(x)[0], model(x)), divisor
+
+
+def test_int_avg_pool_of_many_count_blocks_is_one_avg_pool2d():
+    # a 5x5 window at stride 1 over 2 uncounted rows and columns: 5 counts per axis, 25 blocks
+    # (over 16): one AVG_POOL2D, and no window sums emitted before that choice left behind
+    torch.manual_seed(0)
+    x = torch.randn(1, 4, 12, 12)
+    lm = lowering.lower(_AvgPool(kernel_size=5, stride=1, padding=2, count_include_pad=False).eval(),
+                        (x,), profile="INT")
+    ops = [o.op for o in tosa_verify.load(lm.tosa).main.operators]
+    assert lm.cpu_nodes == [] and ops.count("AVG_POOL2D") == 1
+    assert "DEPTHWISE_CONV2D" not in ops, ops
