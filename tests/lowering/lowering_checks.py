@@ -101,12 +101,16 @@ def judge_int(lm, example) -> dict:
     refs = _flat(fake_quant_float64(lm.quantized_model, *example))
     worst, differ, n = 0, 0, 0
     for raw, ref, qp in zip(raws, refs, lm.output_qparams, strict=True):
-        raw = np.asarray(raw).astype(np.int64)
-        if qp is not None:
-            ref = torch.ops.quantized_decomposed.quantize_per_tensor(
-                ref.float(), qp.s, qp.zp, qp.qmin, qp.qmax, qp.dtype)
-        diff = np.abs(ref.numpy().astype(np.int64) - raw) if qp is not None or not \
-            ref.is_floating_point() else np.abs(ref.numpy() - raw).astype(np.int64)
+        if qp is None and ref.is_floating_point():
+            # an unquantized float output: no steps; float32 against the float64 graph (not cast
+            # to int64 first, which would call any error below 1.0 exact)
+            diff = (~np.isclose(np.asarray(raw, np.float64), ref.double().numpy(), rtol=1e-5, atol=1e-6,
+                                equal_nan=True)).astype(np.int64)
+        else:
+            if qp is not None:
+                ref = torch.ops.quantized_decomposed.quantize_per_tensor(
+                    ref.float(), qp.s, qp.zp, qp.qmin, qp.qmax, qp.dtype)
+            diff = np.abs(ref.numpy().astype(np.int64) - np.asarray(raw).astype(np.int64))
         worst, differ, n = max(worst, int(diff.max(initial=0))), differ + int((diff > 0).sum()), \
             n + diff.size
     levels = np.unique(np.asarray(raws[0])).size
