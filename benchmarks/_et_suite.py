@@ -101,24 +101,10 @@ def _recorder(profile: str, calls: list) -> type:
     return type(f"Recorded{profile}", (_Recorder,), {"profile": profile, "calls": calls})
 
 
-def allow_torchvision() -> None:
-    """Let ``import torchvision`` work beside the CPU torch (PyPI's 0.28.0 is a CUDA build
-    whose ``torchvision::nms`` meta registration fails; see ``tests/lowering/tv_models.py``).
-
-    ExecuTorch's model tests import torchvision, and ``transformers`` imports it too
-    (Swin2SR). Also a pytest plugin hook (``-p _et_suite``) for ExecuTorch's own run.
-
-    Example:
-        >>> allow_torchvision()
-        >>> "torchvision._meta_registrations" in sys.modules
-        True
-    """
-    allow_cpu_torchvision()
-
-
 def pytest_configure(config) -> None:
-    """Pytest plugin hook: the same environment for ExecuTorch's child pytest run."""
-    allow_torchvision()
+    """Pytest plugin hook: the same environment for ExecuTorch's child pytest run (``import
+    torchvision`` beside the CPU torch: ExecuTorch's model tests and ``transformers`` import it)."""
+    allow_cpu_torchvision()
 
 
 def _test_dir() -> Path:
@@ -301,7 +287,7 @@ def _et_conftest():
 
 def _collect_file(file: str, kind: str, profiles) -> list[EtCase]:
     modname = f"executorch.backends.arm.test.{kind}.{Path(file).stem}"
-    allow_torchvision()
+    allow_cpu_torchvision()
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), _et_conftest():
         warnings.simplefilter("ignore")
         try:

@@ -5,22 +5,18 @@ Its attention masks are ``where(mask, 0, finfo.min)``. Slow: ``python -m pytest 
 
 from __future__ import annotations
 
-import sys
-import types
-
 import pytest
 import torch
 from lowering_checks import float64_step_diff
 
 import lowering
+from lowering.torchvision_compat import allow_cpu_torchvision
 
 pytestmark = pytest.mark.slow
 
 
 def _t5():
-    # transformers imports torchvision: the CPU-torch shim of tv_models.import_torchvision
-    sys.modules.setdefault("torchvision._meta_registrations",
-                           types.ModuleType("torchvision._meta_registrations"))
+    allow_cpu_torchvision()  # (transformers imports torchvision)
     from transformers import T5Config, T5ForConditionalGeneration
 
     class Logits(T5ForConditionalGeneration):
