@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from lowering_checks import check_fp, check_int, max_step_error
+from lowering_checks import Fn, check_fp, check_int, max_step_error
 
 import lowering
 
@@ -30,23 +30,14 @@ ZERO_DIM = {
 }
 
 
-class ZeroDim(torch.nn.Module):
-    def __init__(self, name):
-        super().__init__()
-        self.fn = ZERO_DIM[name]
-
-    def forward(self, x):
-        return self.fn(x)
-
-
 @pytest.mark.parametrize("profile", ["FP", "INT"])
 @pytest.mark.parametrize("name", list(ZERO_DIM))
 def test_zero_dim_ops_with_numbers(name, profile):
     """A number or 0-d buffer next to a 0-d tensor: the Bessel-factor fix made such constants
     0-d, so every op reading one (ABS in floor division, SELECT, MAXIMUM) must take 0-d."""
     x = torch.rand(3, 4, generator=torch.Generator().manual_seed(1))
-    lm = check_fp(ZeroDim(name), (x,)) if profile == "FP" else \
-        check_int(ZeroDim(name), (x,), calibration=[(x,)])
+    lm = check_fp(Fn(ZERO_DIM[name]), (x,)) if profile == "FP" else \
+        check_int(Fn(ZERO_DIM[name]), (x,), calibration=[(x,)])
     assert not lm.cpu_nodes and tuple(lm.run(x)[0].shape) == ()
 
 
