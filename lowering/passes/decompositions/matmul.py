@@ -50,15 +50,16 @@ def vector_product(gm, n, b):
     return _vector_matmul(gm, n, b)
 
 
-def _addmm(gm, n, b):
-    """``beta * bias + alpha * (x @ w)``: alpha scales a constant ``w`` (or the product),
-    beta a constant bias (or the bias tensor); ``beta == 0`` drops the bias."""
+def _addmm(gm, n, b, product=aten.mm.default):
+    """``beta * bias + alpha * product(x, w)`` (``product``: mm, or bmm for baddbmm): alpha
+    scales a constant ``w`` (or the product), beta a constant bias (or the bias tensor);
+    ``beta == 0`` drops the bias (PyTorch ignores it then)."""
     bias, x, w = n.args[0], n.args[1], n.args[2]
     beta, alpha = arg(n, 3, "beta", 1), arg(n, 4, "alpha", 1)
     if get_constant(gm, w) is not None:
-        prod = b(aten.mm.default, x, _scaled(gm, b, w, alpha, "alpha_w"))
+        prod = b(product, x, _scaled(gm, b, w, alpha, "alpha_w"))
     else:
-        prod = _scaled(gm, b, b(aten.mm.default, x, w), alpha, "alpha")
+        prod = _scaled(gm, b, b(product, x, w), alpha, "alpha")
     if beta == 0:
         return prod
     return b(aten.add.Tensor, prod, _scaled(gm, b, bias, beta, "beta"))
@@ -66,14 +67,8 @@ def _addmm(gm, n, b):
 
 @decomposition(aten.baddbmm.default)
 def baddbmm(gm, n, b):
-    """``beta * input + alpha * bmm(b1, b2)`` (``beta == 0`` drops the input, as PyTorch
-    ignores it then)."""
-    bias, x, w = n.args[0], n.args[1], n.args[2]
-    beta, alpha = arg(n, 3, "beta", 1), arg(n, 4, "alpha", 1)
-    prod = _scaled(gm, b, b(aten.bmm.default, x, w), alpha, "alpha")
-    if beta == 0:
-        return prod
-    return b(aten.add.Tensor, prod, _scaled(gm, b, bias, beta, "beta"))
+    """``beta * input + alpha * bmm(b1, b2)``, as :func:`_addmm` with bmm."""
+    return _addmm(gm, n, b, aten.bmm.default)
 
 
 @decomposition(aten.addmm.default, aten.mm.default, aten.matmul.default)
