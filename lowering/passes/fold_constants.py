@@ -109,10 +109,6 @@ def narrow_float64_constants(gm: fx.GraphModule) -> None:
         [torch.float32]
     """
     for n in list(gm.graph.nodes):
-        if n.op == "call_function" and n.target == aten._assert_tensor_metadata.default \
-                and not n.users and n.args and getattr(n.args[0], "op", None) == "get_attr":
-            gm.graph.erase_node(n)  # a constant's dtype check: static, and read as float64
-    for n in list(gm.graph.nodes):
         value = get_constant(gm, n) if n.op == "get_attr" else None
         if value is None or value.dtype != torch.float64 or not n.users or not all(
                 _reads_as_float32(u, value) for u in n.users):

@@ -81,7 +81,8 @@ def apply_rewrites(gm: fx.GraphModule, table: dict, profile: str | None) -> bool
     """Apply ``table`` to every matching node of ``gm`` once, in graph order.
 
     Returns whether the graph changed. New nodes copy the provenance of the node they replace.
-    Nodes of a dtype TOSA lacks (float64...) are left as they are: they stay on the CPU.
+    Nodes of a dtype TOSA lacks (float64...) are left as they are: they stay on the CPU; but
+    for one that nothing reads (a metadata assert on a float64 constant), which may go.
 
     Example:
         >>> class M(torch.nn.Module):
@@ -96,7 +97,7 @@ def apply_rewrites(gm: fx.GraphModule, table: dict, profile: str | None) -> bool
     """
     changed = False
     for n in list(gm.graph.nodes):
-        if n.op != "call_function" or n.target not in table or untyped_dtype(n) is not None:
+        if n.op != "call_function" or n.target not in table or (n.users and untyped_dtype(n) is not None):
             continue
         out = table[n.target](gm, n, Builder(gm.graph, n, profile))
         if out is None:
