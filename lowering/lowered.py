@@ -149,9 +149,24 @@ class LoweredModel:
     def run(self, *inputs) -> list[torch.Tensor]:
         """Run on torch inputs; INT outputs are dequantized to float.
 
-        Returns a list with one tensor per model output.
+        Returns a list with one tensor per model output. A model lowered in several partitions
+        runs whole: its partitions on the reference model, its CPU nodes in PyTorch
+        (:func:`lowering.whole_run.run_whole`).
         """
-        raw = self.run_raw(self.quantize_inputs(*inputs))
+        if self.tosa is None:
+            from .whole_run import run_whole
+
+            return run_whole(self, *inputs)
+        return self.outputs_to_torch(self.run_raw(self.quantize_inputs(*inputs)), self.output_torch_dtypes)
+
+    def outputs_to_torch(self, raw: list[np.ndarray], torch_dtypes: list) -> list[torch.Tensor]:
+        """The TOSA graph's raw outputs as torch tensors: quantized ones dequantized (by
+        :attr:`output_qparams`), the others in ``torch_dtypes`` (None: as they are).
+
+        Example:
+            >>> lm.outputs_to_torch([np.zeros(2, np.int32)], [torch.int64])[0].dtype   # doctest: +SKIP
+            torch.int64
+        """
         res = []
         for i, r in enumerate(raw):
             qp = self.output_qparams[i] if i < len(self.output_qparams) else None
@@ -160,7 +175,7 @@ class LoweredModel:
                 res.append(torch.from_numpy(np.asarray(qp.dequantize(np.asarray(r)), dtype=np.float32)))
             else:
                 t = torch.from_numpy(np.array(r))
-                tdt = self.output_torch_dtypes[i] if i < len(self.output_torch_dtypes) else None
+                tdt = torch_dtypes[i] if i < len(torch_dtypes) else None
                 if tdt is not None and tdt != t.dtype:
                     t = t.to(tdt)
                 res.append(t)
@@ -275,12 +290,22 @@ class _PartitionModel(LoweredModel):
 
     def quantize_inputs(self, *inputs) -> list[np.ndarray]:
         """The whole model's inputs -> this partition's TOSA inputs (run up to it in PyTorch)."""
-        source = self.quantized_model if self.quantized_model is not None else self.float_model
+        from .whole_run import WholeRunError, source_model, source_node
+
+        whole = self.whole if self.whole is not None else self
+        try:
+            source = source_model(whole)
+        except WholeRunError:
+            source = None
         values = _node_values(source, tensor_inputs(inputs)) if source is not None else {}
+        nodes = {n.name: n for n in source.graph.nodes} if source is not None else {}
         found = []
         for name in self.input_names:
-            node = str((self.provenance.get(name) or {}).get("fx_node", "")) or name
-            value = values.get(name, values.get(node))
+            try:
+                node = source_node(whole, name, nodes).name
+            except WholeRunError:
+                node = name
+            value = values.get(node)
             if value is None:
                 raise ValueError(f"partition {self.partition}: input {name!r} has no value in the "
                                  f"PyTorch model")

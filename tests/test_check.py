@@ -178,6 +178,15 @@ def test_partly_lowered_model_checks_every_partition(tmp_path, capsys):
     assert np.allclose(tosa_out.numpy(), fq.numpy(), atol=3 * float(lowered.partitions[1].output_qparams[0].s))
     assert out_row["total"]["sqnr_db"] > 20
     assert data["passed"] is False and [c["node"] for c in data["cpu_nodes"]] == ["atan2"]
+    # the whole model, run as deployed (partitions on TOSA, atan2 in PyTorch): its output is the
+    # fake-quant model's within a step, and its SQNR against float is reported
+    whole = lowered.run(*example)[0]
+    assert np.allclose(whole.numpy(), fq.numpy(), atol=1.01 * float(lowered.partitions[1].output_qparams[0].s))
+    with torch.no_grad():
+        want = model(*example).double()
+    sqnr = 10 * np.log10(float((want**2).sum()) / float(((whole.double() - want) ** 2).sum()))
+    assert data["whole_model"].startswith(f"SQNR {sqnr:.1f} dB") and sqnr > 20
+    assert f"CPU nodes in PyTorch) vs float: SQNR {sqnr:.1f} dB" in out
     # the report is written, with one section per partition and the CPU nodes
     page = html_path.read_text()
     assert "Nodes left on the CPU (1)" in page and "aten.atan2.default" in page

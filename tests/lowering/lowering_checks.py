@@ -118,6 +118,35 @@ def judge_int(lm, example) -> dict:
             "ok": worst == 0}
 
 
+def judge_whole(lm, model, example) -> dict:
+    """Every output of a partly lowered model run whole (``lm.run``: partitions on the reference
+    model, CPU nodes in PyTorch) against the float64 fake-quant graph (INT) or the float model
+    (FP): integer outputs equal, float ones within rtol 1e-5 and atol 1e-6 x the output's scale
+    (the CPU nodes compute in float32 where the INT reference computes in float64).
+
+    Example:
+        >>> m = Atan2Model(); x = (torch.randn(2, 3),)          # doctest: +SKIP
+        >>> judge_whole(lowering.lower(m, x), m, x)["ok"]        # doctest: +SKIP
+        True
+    """
+    from lowering.reference import fake_quant_float64
+
+    with torch.no_grad():
+        expected = _flat(fake_quant_float64(lm.quantized_model, *example) if lm.profile == "INT"
+                         else model(*example))
+    got = lm.run(*example)
+    ok, worst = len(got) == len(expected), 0.0
+    for g, e in zip(got, expected, strict=False):
+        if not e.is_floating_point():
+            ok = ok and torch.equal(g.to(e.dtype), e)
+            continue
+        e = e.double()
+        scale = max(float(e.abs().max()), 1.0) if e.numel() else 1.0
+        worst = max(worst, float((g.double() - e).abs().max()) if e.numel() else 0.0)
+        ok = ok and g.dtype == torch.float32 and torch.allclose(g.double(), e, rtol=1e-5, atol=1e-6 * scale)
+    return {"max_abs": worst, "outputs": len(got), "ok": bool(ok)}
+
+
 def judge_fp(lm, model, example) -> dict:
     """Every output of a whole FP lowering against torch (float: within atol 1e-4 x the
     output's scale, rtol 1e-3; integer outputs equal); ``ok`` when all are.

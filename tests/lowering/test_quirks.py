@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from lowering_checks import Fn, float64_step_diff, judge_fp, judge_int
+from lowering_checks import Fn, float64_step_diff, judge_fp, judge_int, judge_whole
 from quirk_models import DictOut, build
 from torch import nn
 
@@ -240,6 +240,8 @@ def test_quirk_models_lower_whole_and_exact(name, profile):
     lm = lowering.lower(model, example, profile=profile, calibration=calibration)
     if name in CPU_ONLY:
         assert lm.cpu_nodes and {c.target for c in lm.cpu_nodes} <= CPU_ONLY[name], lm.cpu_nodes
+        row = judge_whole(lm, model, example)  # run whole: partitions on TOSA, the rest in PyTorch
+        assert row["ok"], row
         return
     assert lm.cpu_nodes == [], lm.cpu_nodes
     row = judge_int(lm, example) if profile == "INT" else judge_fp(lm, model, example)

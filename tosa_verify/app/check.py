@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 import lowering
 import vgf
 from ethosu.compiler import EthosUConfigError, VelaCompileError, compile_tosa, resolve_config
@@ -50,6 +52,7 @@ from golden.record import record_lowered, seeded_inputs
 from golden.store import GoldenError, tool_versions
 from lowering.threads import torch_threads
 
+from ..compare import _stats as sqnr_and_cosine
 from ..diff import diff, random_inputs
 from ..drift import drift
 from ..errors import TosaError
@@ -87,6 +90,7 @@ class _State:
     golden_note: str = ""
     gates: list[Gate] = field(default_factory=list)
     parts: list[Any] = field(default_factory=list)
+    whole_model: str = ""  #: a partly lowered model's end-to-end accuracy (whole_model_accuracy)
 
 
 def check_main(args: argparse.Namespace) -> int:
@@ -338,6 +342,12 @@ def _check_partitions(st: _State, args: argparse.Namespace, progress: _Progress,
         _drift_gates(st, args, [r for p in measured for r in p.drift.output_rows])
     else:
         progress.skip(4, STEPS[3], "no partition's inputs could be computed in PyTorch")
+    with progress.step(4, "whole model: TOSA partitions + CPU nodes vs float") as info, _quiet():
+        sqnr, st.whole_model = whole_model_accuracy(st.lowered, st.model)
+        info["note"] = st.whole_model
+        if args.min_sqnr is not None and sqnr is not None:
+            st.gates.append(Gate("min-sqnr whole model", sqnr >= args.min_sqnr,
+                                 f"{st.whole_model} (gate >= {args.min_sqnr:g} dB)"))
     _vela_step(st, progress, args, targets, [p.lowered.tosa for p in parts], partitions=True,
                keep=[p.programs for p in parts])
     if args.golden:
@@ -354,6 +364,39 @@ def _check_partitions(st: _State, args: argparse.Namespace, progress: _Progress,
     _partitions_report(st, args, progress, parts, cpu)
     return st
 
+
+
+def whole_model_accuracy(lowered: Any, model: LoadedModel) -> tuple[float | None, str]:
+    """A partly lowered model run whole (``LoweredModel.run``: its TOSA partitions on the
+    reference model, its CPU nodes in PyTorch) against the float model on the example inputs:
+    the SQNR over its float outputs (None when it has none or could not be run) and a line
+    saying it (integer outputs: how many elements differ), or why it could not be run.
+
+    >>> whole_model_accuracy(lowering.lower(m, x), LoadedModel("m", m, x))   # doctest: +SKIP
+    (38.4, 'SQNR 38.4 dB, max abs 0.0123 over 1 output')
+    """
+    import torch
+
+    try:
+        with torch.no_grad():
+            got = lowered.run(*model.example_inputs)
+            want = [t for t in torch.utils._pytree.tree_leaves(model.module(*model.example_inputs))
+                    if isinstance(t, torch.Tensor)]
+    except Exception as exc:  # noqa: BLE001 - reported, the partitions were checked one by one
+        return None, f"not run ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
+    if len(got) != len(want):
+        return None, f"not compared: {len(got)} outputs against the float model's {len(want)}"
+    floats = [(g, w) for g, w in zip(got, want, strict=True) if w.is_floating_point()]
+    parts, sqnr = [], None
+    if floats:
+        expected = np.concatenate([w.double().reshape(-1).numpy() for _, w in floats])
+        actual = np.concatenate([g.double().reshape(-1).numpy() for g, _ in floats])
+        sqnr, _ = sqnr_and_cosine(expected, actual)
+        parts.append(f"SQNR {sqnr:.1f} dB, max abs {float(np.max(np.abs(actual - expected), initial=0)):.3g}")
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        if not w.is_floating_point():
+            parts.append(f"integer output {i}: {int((g.to(w.dtype) != w).sum())} of {w.numel()} differ")
+    return sqnr, ", ".join(parts) + f" over {len(want)} output{'s' if len(want) != 1 else ''}"
 
 
 def _partitions_report(st: _State, args: argparse.Namespace, progress: _Progress,
@@ -376,6 +419,8 @@ def _partitions_report(st: _State, args: argparse.Namespace, progress: _Progress
         lines.append(format_summary(p.drift, programs=p.programs, diff=p.diff, golden=p.golden_report))
         lines.append("")
     lines += ["nodes left on the CPU:"] + [f"  {c.node} ({c.target}): {c.reason}" for c in cpu]
+    lines += ["", f"whole model (TOSA partitions on the reference model, CPU nodes in PyTorch) vs float: "
+                  f"{st.whole_model}"]
     print("\n".join(lines) + "\n" + format_summary(gates=st.gates))
 
 
@@ -464,6 +509,7 @@ def _write_json(path: str, st: _State, meta: dict[str, Any]) -> None:
         "vela": {p.target: p.to_dict(layers=False) for p in st.programs},
         "vgf": [r.to_dict() for r in st.vgf],
         "golden": json.loads(st.golden_report.to_json()) if st.golden_report is not None else None,
+        "whole_model": st.whole_model or None,
         "cpu_nodes": [{"node": c.node, "target": c.target, "reason": c.reason}
                       for c in (getattr(st.lowered, "cpu_nodes", None) or [])],
         "partitions": [{"name": p.name, "nodes": p.lowered.partitions[0].nodes, "real_inputs": p.real_inputs,
