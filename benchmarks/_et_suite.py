@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from lowering.reference import steps_from
 from lowering.torchvision_compat import allow_cpu_torchvision
 
 #: Variants of the TOSA tests that are not the plain INT/FP flow (ExecuTorch's int16, 4-bit
@@ -444,9 +445,7 @@ def _int_detail(case: EtCase, lm, raw, expected) -> str | None:
             elif not np.array_equal(r.astype(np.int64), e.to(torch.int64).numpy()):
                 return f"output {i}: integer output differs"
             continue
-        q = torch.ops.quantized_decomposed.quantize_per_tensor(
-            e.float(), qp.s, qp.zp, qp.qmin, qp.qmax, qp.dtype).numpy().astype(np.int64)
-        steps = int(np.abs(q - r.astype(np.int64)).max()) if q.size else 0
+        steps = int(steps_from(r, e, qp).max(initial=0))
         if steps > case.qtol:
             return f"output {i}: {steps} quantization steps from fake-quant"
     return None

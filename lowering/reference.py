@@ -189,6 +189,22 @@ def fake_quant_float64(quantized_model: fx.GraphModule, *inputs):
         lambda o: o.float() if isinstance(o, torch.Tensor) and o.is_floating_point() else o, out)
 
 
+def steps_from(raw: np.ndarray, expected: torch.Tensor, qp) -> np.ndarray:
+    """How many quantization steps each element of a quantized TOSA output ``raw`` is from the
+    reference value ``expected`` (float), quantized as the output is (``qp``): the one
+    comparison behind "INT is exact" in the tests and benchmarks.
+
+    Example:
+        >>> from lowering.qparams import QParams
+        >>> qp = QParams(np.array([0.5]), np.array([0]), torch.int8, -128, 127)
+        >>> steps_from(np.array([2, 3], np.int8), torch.tensor([1.0, 2.0]), qp).tolist()
+        [0, 1]
+    """
+    q = torch.ops.quantized_decomposed.quantize_per_tensor(
+        expected.detach().float(), qp.s, qp.zp, qp.qmin, qp.qmax, qp.dtype)
+    return np.abs(q.numpy().astype(np.int64) - np.asarray(raw).astype(np.int64))
+
+
 def capture(gm: fx.GraphModule, inputs: Sequence[Any], *, f64: bool) -> Capture:
     """Run an FX graph and record every tensor-valued node (see :class:`Capture`).
 

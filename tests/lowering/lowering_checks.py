@@ -72,14 +72,10 @@ def float64_step_diff(lm: lowering.LoweredModel, inputs) -> np.ndarray:
     """|TOSA - float64 fake-quant| of the first (quantized) output, in quantization steps:
     the fake-quant graph evaluated in float64 (``fake_quant_float64``), so float32 rounding
     noise of the reference cannot hide or fake a difference."""
-    from lowering.reference import fake_quant_float64
+    from lowering.reference import fake_quant_float64, steps_from
 
-    qp = lm.output_qparams[0]
-    raw = np.asarray(lm.run_raw(lm.quantize_inputs(*inputs))[0]).astype(np.int64)
-    ref = torch.ops.quantized_decomposed.quantize_per_tensor(
-        fake_quant_float64(lm.quantized_model, *inputs).float(), qp.s, qp.zp, qp.qmin, qp.qmax,
-        qp.dtype).numpy().astype(np.int64)
-    return np.abs(ref - raw)
+    raw = lm.run_raw(lm.quantize_inputs(*inputs))[0]
+    return steps_from(raw, fake_quant_float64(lm.quantized_model, *inputs), lm.output_qparams[0])
 
 
 def _flat(out) -> list:
@@ -95,7 +91,7 @@ def judge_int(lm, example) -> dict:
         >>> judge_int(lowering.lower(m, x), x)["ok"]
         True
     """
-    from lowering.reference import fake_quant_float64
+    from lowering.reference import fake_quant_float64, steps_from
 
     raws = lm.run_raw(lm.quantize_inputs(*example))
     refs = _flat(fake_quant_float64(lm.quantized_model, *example))
@@ -106,10 +102,9 @@ def judge_int(lm, example) -> dict:
             # to int64 first, which would call any error below 1.0 exact)
             diff = (~np.isclose(np.asarray(raw, np.float64), ref.double().numpy(), rtol=1e-5, atol=1e-6,
                                 equal_nan=True)).astype(np.int64)
+        elif qp is not None:
+            diff = steps_from(raw, ref, qp)
         else:
-            if qp is not None:
-                ref = torch.ops.quantized_decomposed.quantize_per_tensor(
-                    ref.float(), qp.s, qp.zp, qp.qmin, qp.qmax, qp.dtype)
             diff = np.abs(ref.numpy().astype(np.int64) - np.asarray(raw).astype(np.int64))
         worst, differ, n = max(worst, int(diff.max(initial=0))), differ + int((diff > 0).sum()), \
             n + diff.size
