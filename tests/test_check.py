@@ -190,6 +190,7 @@ def test_partly_lowered_model_checks_every_partition(tmp_path, capsys):
     # the report is written, with one section per partition and the CPU nodes
     page = html_path.read_text()
     assert "Nodes left on the CPU (1)" in page and "aten.atan2.default" in page
+    assert f"SQNR {sqnr:.1f} dB" in page  # the whole model's accuracy
     assert page.count("TOSA partition tosa_") == 2 and page.count("Per-layer SQNR along the network") == 2
     assert GoldenStore(store).cases() == ["partly.build/INT/tosa_0", "partly.build/INT/tosa_1"]
     code, out, _ = run_check([f"{src}:build", "--no-vela", "--golden", str(store), "--allow-cpu"], capsys)

@@ -495,6 +495,8 @@ def _meta(st: _State, args: argparse.Namespace, progress: _Progress) -> dict[str
         "TOSA operators": ", ".join(f"{k} {v}" for k, v in sorted((getattr(st.lowered, "op_counts", {}) or {}).items())),
         "step times": ", ".join(f"{k} {v:.1f} s" for k, v in progress.times.items()),
     }
+    if st.whole_model:
+        meta["whole model vs float (partitions on TOSA, CPU nodes in PyTorch)"] = st.whole_model
     meta.update({f"version {k}": v for k, v in tool_versions().items()})
     return meta
 
