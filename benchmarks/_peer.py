@@ -108,7 +108,7 @@ def source_key(*parts: object, length: int = 24) -> str:
     digest = hashlib.sha256()
     for dist in ("torch", "torchao", "executorch", "tosa-tools"):
         digest.update(f"{dist}={importlib.metadata.version(dist)};".encode())
-    for part in (executorch_tosa, _pt2e_quantize, *parts):
+    for part in (executorch_tosa, executorch_edge, _pt2e_quantize, *parts):
         source = inspect.isfunction(part) or inspect.isclass(part)
         digest.update((inspect.getsource(part) if source else repr(part)).encode())
     return digest.hexdigest()[:length]
@@ -184,6 +184,25 @@ class PeerTosa:
     seconds: float  #: quantization (with calibration) plus lowering
 
 
+def executorch_edge(model: nn.Module, example: tuple[torch.Tensor, ...], profile: str, calibration=None):
+    """``(edge program, quantized model or None)``: ``model`` through ExecuTorch's Arm TOSA
+    partitioner (INT: quantized first by its ``TOSAQuantizer`` on ``calibration``, default the
+    example), whatever it delegates.
+
+    Example:
+        >>> edge, _ = executorch_edge(nn.Linear(4, 2).eval(), (torch.randn(1, 4),), "FP")  # doctest: +SKIP
+    """
+    from executorch.backends.arm.quantizer import TOSAQuantizer
+    from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
+    from executorch.backends.arm.tosa.partitioner import TOSAPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    spec = TosaCompileSpec(f"TOSA-1.0+{profile}")
+    quantized = _pt2e_quantize(model, example, TOSAQuantizer(spec), calibration) if profile == "INT" else None
+    program = torch.export.export(quantized if quantized is not None else model, example)
+    return to_edge_transform_and_lower(program, partitioner=[TOSAPartitioner(spec)]), quantized
+
+
 def executorch_tosa(model: nn.Module, example: tuple[torch.Tensor, ...], profile: str,
                     calibration=None) -> PeerTosa:
     """Lower ``model`` with ExecuTorch's Arm TOSA backend; it must become one delegated graph.
@@ -196,16 +215,8 @@ def executorch_tosa(model: nn.Module, example: tuple[torch.Tensor, ...], profile
         >>> peer.tosa[4:8]                                                              # doctest: +SKIP
         b'TOSA'
     """
-    from executorch.backends.arm.quantizer import TOSAQuantizer
-    from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
-    from executorch.backends.arm.tosa.partitioner import TOSAPartitioner
-    from executorch.exir import to_edge_transform_and_lower
-
     start = time.perf_counter()
-    spec = TosaCompileSpec(f"TOSA-1.0+{profile}")
-    quantized = _pt2e_quantize(model, example, TOSAQuantizer(spec), calibration) if profile == "INT" else None
-    program = torch.export.export(quantized if quantized is not None else model, example)
-    edge = to_edge_transform_and_lower(program, partitioner=[TOSAPartitioner(spec)])
+    edge, quantized = executorch_edge(model, example, profile, calibration)
     seconds = time.perf_counter() - start
     payloads = [m.processed_bytes for _, m in edge.exported_program().graph_module.named_modules()
                 if hasattr(m, "processed_bytes")]

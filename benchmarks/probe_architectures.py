@@ -74,20 +74,10 @@ def peer_cell(name: str, size: int, profile: str) -> dict:
     calibration): how many delegated graphs, and which ops it leaves outside them."""
     from collections import Counter
 
-    import torch
-
     model, example, calibration = _models(name, size)  # puts benchmarks/ on sys.path
-    from _peer import _pt2e_quantize
-    from executorch.backends.arm.quantizer import TOSAQuantizer
-    from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
-    from executorch.backends.arm.tosa.partitioner import TOSAPartitioner
-    from executorch.exir import to_edge_transform_and_lower
+    from _peer import executorch_edge
 
-    spec = TosaCompileSpec(f"TOSA-1.0+{profile}")
-    if profile == "INT":
-        model = _pt2e_quantize(model, example, TOSAQuantizer(spec), calibration)
-    edge = to_edge_transform_and_lower(torch.export.export(model, example),
-                                       partitioner=[TOSAPartitioner(spec)])
+    edge, _ = executorch_edge(model, example, profile, calibration)
     nodes = [n for n in edge.exported_program().graph_module.graph.nodes
              if n.op == "call_function"]
     left = Counter(str(getattr(n.target, "__name__", n.target)) for n in nodes
