@@ -297,7 +297,7 @@ class _PartitionModel(LoweredModel):
             source = source_model(whole)
         except WholeRunError:
             source = None
-        values = _node_values(source, tensor_inputs(inputs)) if source is not None else {}
+        values = _node_values(source, forward_leaves(source, inputs)) if source is not None else {}
         nodes = {n.name: n for n in source.graph.nodes} if source is not None else {}
         found = []
         for name in self.input_names:
@@ -313,8 +313,25 @@ class _PartitionModel(LoweredModel):
         return LoweredModel.quantize_inputs(self, *found)
 
 
+def forward_leaves(gm: fx.GraphModule, inputs) -> list:
+    """The values the placeholders of ``gm`` (an exported model) take for its forward arguments
+    ``inputs``: every leaf of them, python numbers too (``torch.export`` keeps a placeholder for
+    each), when that many placeholders there are; else the tensors only (:func:`tensor_inputs`).
+    numpy arrays become tensors.
+
+    Example:
+        >>> forward_leaves(gm, (torch.ones(2), 3))   # doctest: +SKIP
+        [tensor([1., 1.]), 3]
+    """
+    leaves, _ = torch.utils._pytree.tree_flatten(list(inputs))
+    placeholders = sum(n.op == "placeholder" for n in gm.graph.nodes)
+    chosen = leaves if len(leaves) == placeholders else tensor_inputs(inputs)
+    return [torch.as_tensor(x) if isinstance(x, np.ndarray) else x for x in chosen]
+
+
 def _node_values(gm: fx.GraphModule, inputs: list) -> dict[str, torch.Tensor]:
-    """Every node's value when ``gm`` runs on ``inputs`` (flat tensors, export order)."""
+    """Every node's value when ``gm`` runs on ``inputs`` (its placeholders' values, see
+    :func:`forward_leaves`)."""
     values: dict[str, torch.Tensor] = {}
 
     class _Capture(fx.Interpreter):
@@ -325,5 +342,5 @@ def _node_values(gm: fx.GraphModule, inputs: list) -> dict[str, torch.Tensor]:
             return out
 
     with torch.no_grad():
-        _Capture(gm).run(*[x if isinstance(x, torch.Tensor) else torch.as_tensor(x) for x in inputs])
+        _Capture(gm).run(*inputs)
     return values

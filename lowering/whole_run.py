@@ -37,7 +37,7 @@ from collections.abc import Iterable
 import torch
 import torch.fx as fx
 
-from .lowered import LoweredModel, Partition, _PartitionModel, tensor_inputs
+from .lowered import LoweredModel, Partition, _PartitionModel, forward_leaves
 
 
 class WholeRunError(RuntimeError):
@@ -109,7 +109,7 @@ def run_whole(lm: LoweredModel, *inputs) -> list[torch.Tensor]:
     pieces = [_Piece(lm, p, nodes) for p in lm.partitions if p.tosa is not None]
     made_by = {node: piece for piece in pieces for node in piece.output_nodes}
     interpreter = fx.Interpreter(model)
-    interpreter.args_iter = iter(tensor_inputs(inputs))
+    interpreter.args_iter = iter(forward_leaves(model, inputs))
     env = interpreter.env
     done: set[_Piece] = set()
     with torch.no_grad():

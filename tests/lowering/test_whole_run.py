@@ -12,6 +12,7 @@ from quirk_models import build
 from test_quirks import CPU_ONLY
 
 import lowering
+import tosa_verify
 from lowering.lowered import LoweredModel
 from lowering.whole_run import WholeRunError, run_whole, source_node
 
@@ -108,3 +109,25 @@ def test_whole_run_without_a_pytorch_graph_says_so():
                       quant_params={}, float_model=None, quantized_model=None)
     with pytest.raises(WholeRunError, match="keeps no PyTorch graph"):
         run_whole(lm, torch.ones(1))
+
+
+class ScalarArgs(torch.nn.Module):
+    """Python numbers among the forward arguments: export keeps a placeholder for each."""
+
+    def forward(self, x, k: int, alpha: float, y):
+        return torch.topk(x * alpha, k).values + y[..., :k]
+
+
+@pytest.mark.parametrize("profile", ["INT", "FP"])
+def test_python_number_arguments_bind_to_their_placeholders(profile):
+    torch.manual_seed(0)
+    model, example = ScalarArgs(), (torch.randn(2, 6), 3, 0.5, torch.randn(2, 6))
+    lm = lowering.lower(model, example, profile=profile)
+    assert {c.target for c in lm.cpu_nodes} == {"aten.topk.default", "getitem"}
+    row = judge_whole(lm, model, example)
+    assert row["ok"], row
+    # and each partition's inputs, as drift and check take them, come from PyTorch's values
+    for part in lm.partition_models():
+        block = tosa_verify.load(part.tosa).main
+        assert [a.shape for a in part.quantize_inputs(*example)] == \
+            [tuple(block.tensors[n].shape) for n in block.inputs]
