@@ -14,6 +14,7 @@ from tosa_verify.reference import no_gdb_backtrace
 
 from .qparams import QParams
 from .reference import TorchReference
+from .whole_run import WholeRunError, forward_leaves, run_whole, source_model, source_node
 
 #: TOSA dtype of an unquantized graph input -> the numpy dtype the graph reads
 _NUMPY_OF = {"INT8": np.int8, "INT16": np.int16, "INT32": np.int32, "BOOL": np.bool_,
@@ -154,8 +155,6 @@ class LoweredModel:
         (:func:`lowering.whole_run.run_whole`).
         """
         if self.tosa is None:
-            from .whole_run import run_whole
-
             return run_whole(self, *inputs)
         return self.outputs_to_torch(self.run_raw(self.quantize_inputs(*inputs)), self.output_torch_dtypes)
 
@@ -290,8 +289,6 @@ class _PartitionModel(LoweredModel):
 
     def quantize_inputs(self, *inputs) -> list[np.ndarray]:
         """The whole model's inputs -> this partition's TOSA inputs (run up to it in PyTorch)."""
-        from .whole_run import WholeRunError, source_model, source_node
-
         whole = self.whole if self.whole is not None else self
         try:
             source = source_model(whole)
@@ -310,23 +307,12 @@ class _PartitionModel(LoweredModel):
                 raise ValueError(f"partition {self.partition}: input {name!r} has no value in the "
                                  f"PyTorch model")
             found.append(value)
-        return LoweredModel.quantize_inputs(self, *found)
+        return self.quantize_boundary(*found)
 
-
-def forward_leaves(gm: fx.GraphModule, inputs) -> list:
-    """The values the placeholders of ``gm`` (an exported model) take for its forward arguments
-    ``inputs``: every leaf of them, python numbers too (``torch.export`` keeps a placeholder for
-    each), when that many placeholders there are; else the tensors only (:func:`tensor_inputs`).
-    numpy arrays become tensors.
-
-    Example:
-        >>> forward_leaves(gm, (torch.ones(2), 3))   # doctest: +SKIP
-        [tensor([1., 1.]), 3]
-    """
-    leaves, _ = torch.utils._pytree.tree_flatten(list(inputs))
-    placeholders = sum(n.op == "placeholder" for n in gm.graph.nodes)
-    chosen = leaves if len(leaves) == placeholders else tensor_inputs(inputs)
-    return [torch.as_tensor(x) if isinstance(x, np.ndarray) else x for x in chosen]
+    def quantize_boundary(self, *values) -> list[np.ndarray]:
+        """This partition's own input values (one per :attr:`input_names`, as PyTorch computes
+        them) -> its TOSA inputs, quantized with the partition's input parameters."""
+        return LoweredModel.quantize_inputs(self, *values)
 
 
 def _node_values(gm: fx.GraphModule, inputs: list) -> dict[str, torch.Tensor]:

@@ -33,18 +33,31 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any, Protocol
 
+import numpy as np
 import torch
 import torch.fx as fx
 
-from .lowered import LoweredModel, Partition, _PartitionModel, forward_leaves
+
+class PartlyLowered(Protocol):
+    """What this module reads of a :class:`~lowering.lowered.LoweredModel` (named structurally:
+    ``lowered`` imports this module, so this one does not import it back)."""
+
+    quantized_model: fx.GraphModule | None
+    float_model: fx.GraphModule | None
+    graph_module: fx.GraphModule | None
+    provenance: dict[str, dict]
+    partitions: list[Any]
+
+    def partition_models(self) -> list[Any]: ...
 
 
 class WholeRunError(RuntimeError):
     """A partly lowered model that cannot be run whole (a partition boundary without a node)."""
 
 
-def source_model(lm: LoweredModel) -> fx.GraphModule:
+def source_model(lm: PartlyLowered) -> fx.GraphModule:
     """The PyTorch graph a partly lowered model's pieces are bound to: the fake-quant model
     (INT, when there is one) or the float model.
 
@@ -58,7 +71,7 @@ def source_model(lm: LoweredModel) -> fx.GraphModule:
     return model
 
 
-def source_node(lm: LoweredModel, tensor: str, nodes: dict[str, fx.Node]) -> fx.Node:
+def source_node(lm: PartlyLowered, tensor: str, nodes: dict[str, fx.Node]) -> fx.Node:
     """The node of the PyTorch graph ``nodes`` (by name) whose value the TOSA tensor ``tensor``
     at a partition boundary holds.
 
@@ -95,7 +108,7 @@ def _decomposition_result(node: fx.Node, made_from: str) -> bool:
     return any(user.op == "output" or user.meta.get("orig_node", user.name) != made_from for user in node.users)
 
 
-def run_whole(lm: LoweredModel, *inputs) -> list[torch.Tensor]:
+def run_whole(lm: PartlyLowered, *inputs) -> list[torch.Tensor]:
     """The outputs of the partly lowered ``lm`` on ``inputs`` (the model's forward arguments),
     flattened as :meth:`LoweredModel.run` returns them: TOSA partitions on the reference model,
     the CPU nodes in PyTorch (see the module docstring).
@@ -106,7 +119,9 @@ def run_whole(lm: LoweredModel, *inputs) -> list[torch.Tensor]:
     """
     model = source_model(lm)
     nodes = {n.name: n for n in model.graph.nodes}
-    pieces = [_Piece(lm, p, nodes) for p in lm.partitions if p.tosa is not None]
+    # (partition_models(): one model per partition with a TOSA graph, in partition order)
+    with_tosa = [p for p in lm.partitions if p.tosa is not None]
+    pieces = [_Piece(lm, p, m, nodes) for p, m in zip(with_tosa, lm.partition_models(), strict=True)]
     made_by = {node: piece for piece in pieces for node in piece.output_nodes}
     interpreter = fx.Interpreter(model)
     interpreter.args_iter = iter(forward_leaves(model, inputs))
@@ -130,9 +145,9 @@ def run_whole(lm: LoweredModel, *inputs) -> list[torch.Tensor]:
 class _Piece:
     """One TOSA partition bound to the PyTorch graph: its input and output nodes, and a run."""
 
-    def __init__(self, lm: LoweredModel, partition: Partition, nodes: dict[str, fx.Node]) -> None:
+    def __init__(self, lm: PartlyLowered, partition: Any, model: Any, nodes: dict[str, fx.Node]) -> None:
         self.name = partition.name
-        self.model = _PartitionModel.of(lm, partition)
+        self.model = model  # the partition's own LoweredModel (lowering.lowered._PartitionModel)
         self.input_nodes = [source_node(lm, t, nodes) for t in partition.inputs]
         self.output_nodes = [source_node(lm, t, nodes) for t in partition.outputs]
         self.output_torch_dtypes = [_torch_dtype(n) for n in self.output_nodes]
@@ -140,8 +155,25 @@ class _Piece:
     def run(self, env: dict[fx.Node, object]) -> list[torch.Tensor]:
         """The partition's outputs, from its input nodes' values in ``env``."""
         values = [env[n] for n in self.input_nodes]
-        raw = self.model.run_raw(LoweredModel.quantize_inputs(self.model, *values))
+        raw = self.model.run_raw(self.model.quantize_boundary(*values))
         return self.model.outputs_to_torch(raw, self.output_torch_dtypes)
+
+
+def forward_leaves(gm: fx.GraphModule, inputs) -> list:
+    """The values the placeholders of ``gm`` (an exported model) take for its forward arguments
+    ``inputs``: every leaf of them, python numbers too (``torch.export`` keeps a placeholder for
+    each), when that many placeholders there are; else the tensors only (as
+    :func:`lowering.lowered.tensor_inputs` picks them). numpy arrays become tensors.
+
+    Example:
+        >>> forward_leaves(gm, (torch.ones(2), 3))   # doctest: +SKIP
+        [tensor([1., 1.]), 3]
+    """
+    leaves, _ = torch.utils._pytree.tree_flatten(list(inputs))
+    placeholders = sum(n.op == "placeholder" for n in gm.graph.nodes)
+    if len(leaves) != placeholders:
+        leaves = [x for x in leaves if isinstance(x, (torch.Tensor, np.ndarray))]
+    return [torch.as_tensor(x) if isinstance(x, np.ndarray) else x for x in leaves]
 
 
 def _torch_dtype(node: fx.Node) -> torch.dtype | None:
