@@ -36,22 +36,26 @@ class Runner:
     module docstring); ``runner(inputs)`` gives the caller's outputs, or None when the inputs
     need the general binding."""
 
-    __slots__ = ("io", "need", "constants", "names", "outputs", "compiled", "interpreter", "caller_outputs")
+    __slots__ = ("io", "need", "constants", "names", "outputs", "compiled", "current", "interpreter_class",
+                 "caller_outputs")
 
-    def __init__(self, graph: Graph, plan, interpreter, caller_outputs: Callable) -> None:
+    def __init__(self, graph: Graph, plan, current: frozenset[int], interpreter_class: type,
+                 caller_outputs: Callable) -> None:
         self.io = run_io(graph)
         self.need = cached_graph_memory(graph)
         self.constants = plan.constants
         self.names = graph.main.inputs
         self.outputs = graph.main.outputs
         self.compiled = compiled_steps(plan)
-        # shared by the runs of this graph: the steps it runs read only its graph (no variable,
-        # no control flow), and depth 1 is a main block's
-        self.interpreter = interpreter
-        interpreter.depth = 1
+        # (the graph's run cache holds the runner: an interpreter kept here would refer back to
+        # the graph, a cycle that keeps a dropped graph alive until the cyclic collector runs;
+        # so each run makes its own, which costs a few attribute stores)
+        self.current = current
+        self.interpreter_class = interpreter_class
         self.caller_outputs = caller_outputs
 
-    def __call__(self, inputs) -> list[np.ndarray] | None:
+    def __call__(self, graph: Graph, inputs) -> list[np.ndarray] | None:
+        """The outputs of ``graph`` (the one this runner was made for) on ``inputs``."""
         io = self.io
         values = bind_fast(io, inputs)
         if values is None:
@@ -60,11 +64,13 @@ class Runner:
         env = dict(self.constants)
         env.update(zip(self.names, values))  # noqa: B905 - bind_fast checked the count
         compiled = self.compiled
+        interpreter = self.interpreter_class._verified(graph, self.current, None)
+        interpreter.depth = 1  # (no variable, no control flow: only a main block runs)
         restore = quiet()  # as Interpreter.run_block: kernels run without floating-point warnings
         try:
             shared = compiled.lock.acquire(blocking=False)
             try:
-                self.interpreter._run_compiled(compiled.entries, env, True, shared)
+                interpreter._run_compiled(compiled.entries, env, True, shared)
             finally:
                 if shared:
                     compiled.lock.release()
@@ -82,7 +88,7 @@ def fast_run(graph: Graph, current: frozenset[int], inputs, interpreter_class: t
     runner = cache.get("runner", False)
     if runner is False:
         runner = cache["runner"] = _runner(graph, current, interpreter_class, caller_outputs)
-    return None if runner is None else runner(inputs)
+    return None if runner is None else runner(graph, inputs)
 
 
 def _runner(graph: Graph, current: frozenset[int], interpreter_class: type, caller_outputs: Callable) -> Runner | None:
@@ -100,4 +106,4 @@ def _runner(graph: Graph, current: frozenset[int], interpreter_class: type, call
         produced.update(step.operator.outputs)
     if not produced.issuperset(block.outputs):
         return None
-    return Runner(graph, plan, interpreter_class._verified(graph, current, None), caller_outputs)
+    return Runner(graph, plan, current, interpreter_class, caller_outputs)

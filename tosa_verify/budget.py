@@ -34,6 +34,7 @@ import math
 import os
 import re
 import time
+import weakref
 import zipfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -414,16 +415,22 @@ def _graph_need(graph: Any) -> tuple[int, list[tuple[int, str, Any]]]:
 
 class _LazySizes:
     """The tensors' sizes of :func:`_graph_need`, worked out when first iterated: a run needs
-    them only to name the largest tensors of a graph over the budget."""
+    them only to name the largest tensors of a graph over the budget.
+
+    Kept on the graph (:func:`cached_graph_memory`), so it refers to the graph weakly: a strong
+    reference would make a cycle, and a graph evicted from the interpreter's cache would wait for
+    the cyclic garbage collector instead of being freed at once."""
 
     __slots__ = ("graph", "sizes")
 
     def __init__(self, graph: Any) -> None:
-        self.graph, self.sizes = graph, None
+        self.graph, self.sizes = weakref.ref(graph), None
 
     def __iter__(self) -> Iterator[tuple[int, str, Any]]:
         if self.sizes is None:
-            self.sizes = _graph_need(self.graph)[1]
+            graph = self.graph()
+            # (only a run of the graph iterates this, and it holds the graph)
+            self.sizes = _graph_need(graph)[1] if graph is not None else []
         return iter(self.sizes)
 
 
