@@ -36,6 +36,13 @@ takes about a quarter of its interleaved time), so the ratios come out higher: r
 loading the bytes, the memory check, the plan (every declaration-only ERROR_IF, prepared
 kernels), the first run; each as a ratio to the reference model's whole call.
 
+``--floor`` splits each small graph's cold call into the operators' own work (every prepare
+and every prepared kernel, timed inside the call) and the rest (reading the flatbuffer, the plan's
+bookkeeping, the memory check, the run loop), and prints the geometric mean ours/reference of the
+whole cold call and of the rest alone: what a cold call would cost if every operator were free.
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_interpreter.py --floor [--repeats 7] [--cache DIR]
+
 Not part of the test suite.
 """
 
@@ -218,6 +225,72 @@ def phases(repeats: int, cache: Path, only: str | None = None) -> int:
     return 0
 
 
+def floor(repeats: int, cache: Path, only: str | None = None, tiny: bool = False) -> int:
+    """Per graph (already in ``cache``), the cold call ours/reference whole, its operators' share
+    (prepares and prepared kernels) and the rest; then the geometric means of the whole and of
+    the rest alone (see the module docstring)."""
+    import tosa_reference_model
+    from _small_graphs import random_inputs, small_graphs
+    from _tiny_graphs import tiny_graphs
+
+    import tosa_verify
+    from tosa_verify import plan as plan_module
+
+    clock = time.process_time
+    spent = [0.0]  # time inside prepares and prepared kernels during the current call
+    stock = plan_module.prepare_for
+
+    def timed_kernel(kernel):
+        def run(call):
+            start = clock()
+            try:
+                return kernel(call)
+            finally:
+                spent[0] += clock() - start
+        return run
+
+    def timed_prepare_for(op: str):
+        prepare = stock(op)
+        if prepare is None:
+            return None
+
+        def timed(call):
+            start = clock()
+            try:
+                kernel = prepare(call)
+            finally:
+                spent[0] += clock() - start
+            return None if kernel is None else timed_kernel(kernel)
+        return timed
+
+    graphs = (tiny_graphs if tiny else small_graphs)(cache, lower_missing=False)
+    print(f"cold call, operators' own work and the rest, ours/reference; median of {repeats}, one thread")
+    print(f"{'graph':<26} {'cold':>7} {'operators':>10} {'rest':>7}")
+    wholes, rests = [], []
+    plan_module.prepare_for = timed_prepare_for
+    try:
+        for key, data in sorted(graphs.items()):
+            if only and only not in key:
+                continue
+            inputs = random_inputs(tosa_verify.load(data))
+            ref, whole, ops = [], [], []
+            for _ in range(repeats):
+                ref.append(_seconds(tosa_reference_model.run, data, inputs))
+                plan_module._GRAPHS.clear()
+                spent[0] = 0.0
+                whole.append(_seconds(tosa_verify.run, data, inputs))
+                ops.append(spent[0])
+            r, w, o = float(np.median(ref)), float(np.median(whole)), float(np.median(ops))
+            wholes.append(w / r)
+            rests.append((w - o) / r)
+            print(f"{key:<26} {w / r:>7.2f} {o / r:>10.2f} {(w - o) / r:>7.2f}", flush=True)
+    finally:
+        plan_module.prepare_for = stock
+    print(f"geometric mean over {len(wholes)} graphs: cold call {_gm(wholes):.2f}, without the operators' own "
+          f"work {_gm(rests):.2f}")
+    return 0
+
+
 def _gm(ratios: list[float]) -> float:
     return float(np.exp(np.mean(np.log(ratios))))
 
@@ -244,6 +317,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="small or tiny suite: time each measurement as a block of calls in a row, not interleaved")
     parser.add_argument("--phases", action="store_true",
                         help="small suite (graphs already in --cache): a cold call's phases against the reference")
+    parser.add_argument("--floor", action="store_true",
+                        help="small (or --tiny) suite, graphs already in --cache: a cold call without its "
+                        "operators' own work against the reference")
     parser.add_argument("--only", help="small suite: only graphs whose name contains this")
     parser.add_argument("--cache", type=Path, help="small or tiny suite: directory of the lowered graphs "
                         "(reused across runs; default tosa_verify_small_graphs or tosa_verify_tiny_graphs in the "
@@ -253,6 +329,8 @@ def main(argv: list[str] | None = None) -> int:
         args.cache = Path(tempfile.gettempdir()) / f"tosa_verify_{'tiny' if args.tiny else 'small'}_graphs"
     if args.phases:
         return phases(args.repeats, args.cache, args.only)
+    if args.floor:
+        return floor(args.repeats, args.cache, args.only, args.tiny)
     if args.small or args.tiny:
         return small_suite(args.repeats, args.cache, args.only, not args.cached_only, args.tiny, args.back_to_back)
     import tosa_verify
