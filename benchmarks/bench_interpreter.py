@@ -178,9 +178,11 @@ def small_suite(repeats: int, cache: Path, only: str | None = None, lower: bool 
         ops = sum(len(b.operators) for r in graph.regions for b in r.blocks)
         print(f"{key:<26} {ops:>4} {ref * 1e3:>7.2f} {call / ref:>14.2f} {cold / ref:>10.2f} {run / ref:>16.2f} "
               f"{agree:>22}", flush=True)
-    print(f"geometric mean ours/reference over {len(call_ratios)} graphs: per call {_gm(call_ratios):.2f} "
-          f"(target <= 1.0), cold call {_gm(cold_ratios):.2f}, per run of a loaded graph "
-          f"{_gm(run_ratios):.2f} (target <= 0.5)")
+    # (issue 17's bars: a call including its load, which only a cold call does, <= 1.0; a run of
+    # a loaded graph <= 0.5; a call on bytes run before reuses their loaded graph, no load)
+    print(f"geometric mean ours/reference over {len(call_ratios)} graphs: per call on bytes run before "
+          f"{_gm(call_ratios):.2f}, cold call (load included) {_gm(cold_ratios):.2f} (target <= 1.0), "
+          f"per run of a loaded graph {_gm(run_ratios):.2f} (target <= 0.5)")
     return 0
 
 
