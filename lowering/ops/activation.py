@@ -150,7 +150,99 @@ def int16_table(fn, qi, qo) -> np.ndarray:
     qmin, qmax = max(qo.qmin, -32768), min(qo.qmax, 32767)
     edge = _edge_samples(y, want, pick, nan[want])
     tab = quantize_f64(torch.from_numpy(edge), qo.s, qo.zp, qmin, qmax, torch.int64)
-    return _fit_slopes(tab.numpy(), want, pick).astype(np.int16)
+    tab = _fit_slopes(tab.numpy(), want, pick)
+    # every level's fake-quant value, which the interpolation should meet (the fake-quant's
+    # float64 evaluation: y as _table_entries makes it); where fn is steep the samples move off
+    # fn's own values to share the interpolation's error between their segments (_minimax_knots)
+    target = quantize_f64(torch.from_numpy(y[:-1]), qo.s, qo.zp, qmin, qmax, torch.int64).numpy()
+    valid = in_range[:-1] & ~nan[:-1]
+    return _minimax_knots(tab, target, valid, _movable_knots(valid, want, pick), qmin, qmax).astype(np.int16)
+
+
+def _movable_knots(valid: np.ndarray, want: np.ndarray, pick: np.ndarray) -> np.ndarray:
+    """The samples :func:`_minimax_knots` may move: those at a level of their own where fn has
+    a value (``pick == want``) whose two segments hold only such levels, away from the ends of
+    the levels fn is valid on: a saturated input (qmin, qmax) or the edge of fn's domain (acos
+    at 1) keeps the value fn's own samples give it there."""
+    segment_ok = valid.reshape(512, 128).all(axis=1)
+    movable = pick == want
+    movable[[0, -1]] = False
+    movable[1:-1] &= segment_ok[:-1] & segment_ok[1:]
+    first, last = np.flatnonzero(valid)[[0, -1]] if valid.any() else (0, 0)
+    ends = [first >> 7, (first >> 7) + 1, last >> 7, (last >> 7) + 1]  # the knots of the end segments
+    movable[np.clip(ends, 0, 512)] = False
+    return movable
+
+
+#: the 128 fractions of one int16 TABLE segment
+_FRACTIONS = np.arange(128, dtype=np.int64)
+
+
+def _segment(base: np.ndarray, nxt: np.ndarray) -> np.ndarray:
+    """The lowered int16 TABLE's outputs at the 128 levels of segments from ``base`` to ``nxt``
+    (broadcast, fractions last): TOSA's ``(base << 7) + (next - base) * fraction``, then the
+    RESCALE by 1/128 that :func:`table` emits (round half up)."""
+    return ((base[..., None] << 7) + (nxt - base)[..., None] * _FRACTIONS + 64) >> 7
+
+
+def _minimax_knots(tab: np.ndarray, target: np.ndarray, valid: np.ndarray, movable: np.ndarray,
+                   lo: int, hi: int, sweeps: int = 6, reach: int = 3) -> np.ndarray:
+    """The 513 samples ``tab`` with each ``movable`` one set to the value that brings the
+    interpolated outputs of its two segments closest to ``target`` (each level's value, 65536;
+    only the ``valid`` levels count): the smallest largest error, then the smallest total.
+
+    Sampling fn at the knots leaves the whole interpolation error on one side where fn curves
+    (a chord lies above a convex fn); moving a knot by part of that error shares it between
+    the sides, as a minimax line does. Knots move in sweeps, the even ones then the odd ones
+    (two knots of one parity share no segment), each to the best of its current value (so no
+    segment's largest error or total error, nor the table's, ever grows) and the values around
+    the one that centres its segments' errors; only knots beside a segment 2 or more steps off
+    move. Entries stay in ``[lo, hi]`` and slopes within int16 (TABLE REQUIREs it).
+
+    Example:
+        >>> levels = np.arange(65536) - 32768
+        >>> target = (1 << 24) // (np.abs(levels) + 1024)    # steep and convex: a reciprocal
+        >>> knots = np.arange(513) * 128 - 32768
+        >>> tab = (1 << 24) // (np.abs(knots) + 1024)        # fn at the knots
+        >>> moved = np.ones(513, bool); moved[[0, -1]] = False
+        >>> def worst(t):
+        ...     return int(np.abs(_segment(t[:-1], t[1:]).reshape(-1) - target).max())
+        >>> worst(tab), worst(_minimax_knots(tab, target, np.ones(65536, bool), moved, -32768, 32767))
+        (54, 30)
+    """
+    tab = tab.astype(np.int64)
+    goal, counted = target.reshape(512, 128), valid.reshape(512, 128)
+    knots = np.arange(513)
+    for _ in range(sweeps):
+        changed = False
+        for parity in (0, 1):
+            ks = np.flatnonzero(movable & (knots % 2 == parity))
+            left = np.where(counted[ks - 1], _segment(tab[ks - 1], tab[ks]) - goal[ks - 1], 0)
+            right = np.where(counted[ks], _segment(tab[ks], tab[ks + 1]) - goal[ks], 0)
+            busy = np.maximum(np.abs(left).max(axis=1, initial=0), np.abs(right).max(axis=1, initial=0)) >= 2
+            if not busy.any():
+                continue
+            ks, errors = ks[busy], np.concatenate([left[busy], right[busy]], axis=1)
+            before, now, after = tab[ks - 1], tab[ks], tab[ks + 1]
+            centre = -np.round((errors.max(axis=1) + errors.min(axis=1)) / 2).astype(np.int64)
+            steps = np.concatenate([np.zeros((len(ks), 1), np.int64), centre[:, None] + np.arange(-reach, reach + 1)],
+                                   axis=1)
+            candidates = now[:, None] + steps
+            allowed = (candidates >= lo) & (candidates <= hi) & (np.abs(candidates - before[:, None]) <= 32767) \
+                & (np.abs(after[:, None] - candidates) <= 32767)
+            left = np.where(counted[ks - 1][:, None], np.abs(_segment(before[:, None], candidates) - goal[ks - 1][:, None]),
+                            0)
+            right = np.where(counted[ks][:, None], np.abs(_segment(candidates, after[:, None]) - goal[ks][:, None]), 0)
+            # (largest error < 2**16, then total < 2**24, then the smallest move < 2**17: one int64 key)
+            score = (np.maximum(left.max(axis=2), right.max(axis=2)) << 41) \
+                + ((left.sum(axis=2) + right.sum(axis=2)) << 17) + np.abs(steps)
+            score[~allowed] = np.iinfo(np.int64).max
+            best = candidates[np.arange(len(ks)), score.argmin(axis=1)]
+            changed |= bool((best != now).any())
+            tab[ks] = best
+        if not changed:
+            break
+    return tab
 
 
 def _nearest(mask: np.ndarray, want: np.ndarray) -> np.ndarray:

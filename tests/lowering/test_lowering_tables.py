@@ -136,3 +136,50 @@ def test_int16_table_of_smooth_functions_stays_within_two_steps(name, bound, qmi
     qo = _sym16(float(fn(torch.tensor(bound))))
     err, _, valid, _ = _int16_errors(fn, qi, qo)
     assert valid.all() and err.max() <= 2
+
+
+def _float64_errors(fn, qi: QParams, qo: QParams, tab: np.ndarray) -> np.ndarray:
+    """|TABLE - fake-quant| at every level in [qmin, qmax], the fake-quant in float64 (fn at
+    torch's float32 dequantized input, as the lowering's reference evaluates it)."""
+    q = np.arange(qi.qmin, qi.qmax + 1)
+    x = ((q.astype(np.float32) - np.float32(qi.zp)) * np.float32(qi.s)).astype(np.float64)
+    y = fn(torch.from_numpy(x)).numpy()
+    ref = np.clip(np.round(y / qo.s) + qo.zp, qo.qmin, qo.qmax).astype(np.int64)
+    return np.abs(_tosa_int16_lookup(tab, q) - ref)
+
+
+def _sampled(fn, qi: QParams, qo: QParams, tab: np.ndarray) -> np.ndarray:
+    """``tab`` with its interior samples (1-511) set to fn's own quantized values at their levels."""
+    knots = np.arange(1, 512) * 128 - 32768
+    x = ((knots.astype(np.float32) - np.float32(qi.zp)) * np.float32(qi.s)).astype(np.float64)
+    out = tab.astype(np.int64)
+    out[1:512] = np.clip(np.round(fn(torch.from_numpy(x)).numpy() / qo.s) + qo.zp, qo.qmin, qo.qmax)
+    return out
+
+
+@pytest.mark.parametrize("name, fn, bound", [
+    ("reciprocal", lambda x: 1 / (x.abs() + 0.05), 4.0),   # softmax's 1/sum near a small sum
+    ("rsqrt", lambda x: torch.rsqrt(x.abs() + 1e-3), 4.0),  # a norm's 1/sqrt(var) near 0
+    ("gaussian", lambda x: torch.exp(-16 * x * x), 1.0),   # steep on both sides of its peak
+])
+def test_int16_table_shares_a_steep_segments_error_between_its_samples(name, fn, bound):
+    """Where fn curves steeply, linear interpolation between fn's own samples is off on one
+    side only; the table's samples move so that the largest and the total error over every
+    level shrink (reciprocal: 530 -> 322 steps, rsqrt near 0: 11,796 -> 6,670), and a sample beside segments within a
+    step keeps fn's value."""
+    qi = _sym16(bound)
+    qo = _sym16(float(fn(torch.linspace(-bound, bound, 65535, dtype=torch.float64)).abs().max()))
+    tab = int16_table(fn, qi, qo)
+    sampled = _sampled(fn, qi, qo, tab)
+    err, err_sampled = _float64_errors(fn, qi, qo, tab), _float64_errors(fn, qi, qo, sampled)
+    assert err_sampled.max() >= 3
+    assert err.max() < err_sampled.max() and err.sum() < err_sampled.sum(), (err.max(), err_sampled.max())
+    assert np.abs(np.diff(tab.astype(np.int64))).max() <= 32767  # TABLE REQUIREs int16 slopes
+
+
+@pytest.mark.parametrize("name, bound", [("sigmoid", 8.0), ("tanh", 2.0), ("erf", 3.0)])
+def test_int16_table_of_a_smooth_function_is_fns_own_samples(name, bound):
+    fn = getattr(torch, name)
+    qi, qo = _sym16(bound), _sym16(float(fn(torch.tensor(bound))))
+    tab = int16_table(fn, qi, qo)
+    np.testing.assert_array_equal(tab.astype(np.int64), _sampled(fn, qi, qo, tab))
