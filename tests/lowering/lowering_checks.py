@@ -166,3 +166,17 @@ def judge_fp(lm, model, example) -> dict:
         # an all-zero reference (a degenerate tiny config) is matched only by zeros: say so
         zero = zero or scale == 0
     return {"rel_err": rel, "max_abs": worst, "ok": bool(ok), "zero_reference": zero}
+
+
+def tosa_int16_lookup(tab: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """The lowered int16 TABLE's outputs at int16 levels ``q``: the spec's int16 apply_lookup
+    (``(base << 7) + (next - base) * fraction``), then the lowering's RESCALE by 1/128 (round
+    half up), in numpy.
+
+    Example:
+        >>> tosa_int16_lookup(np.arange(513) * 128 - 32768, np.array([-32768, 0, 5])).tolist()
+        [-32768, 0, 5]
+    """
+    t, v = tab.astype(np.int64), q.astype(np.int64)
+    index, fraction = (v + 32768) >> 7, v & 0x7F
+    return ((t[index] << 7) + (t[index + 1] - t[index]) * fraction + 64) >> 7

@@ -14,6 +14,7 @@ import pytest
 import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401 - registers quantized_decomposed
 import torch.fx as fx
+from lowering_checks import tosa_int16_lookup
 
 import lowering
 from lowering.ops.activation import int8_table, int16_table
@@ -53,13 +54,6 @@ def test_table_at_the_ones_qparams_is_torchs_fake_quant(name):
     assert expected[255] != real_entry
 
 
-def _int16_lookup(tab: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """The spec's int16 apply_lookup, then the lowering's RESCALE by 1/128 (round half up)."""
-    t, v = tab.astype(np.int64), q.astype(np.int64)
-    index, fraction = (v + 32768) >> 7, v & 0x7F
-    return ((t[index] << 7) + (t[index + 1] - t[index]) * fraction + 64) >> 7
-
-
 def test_int16_table_samples_are_torchs_fake_quant():
     """Each of the 513 samples is the quantization of fn at torch's float32 input, except
     beside a segment whose interpolation between those samples is 2 or more steps off the
@@ -79,8 +73,8 @@ def test_int16_table_samples_are_torchs_fake_quant():
     fake_quant = (torch.round(y / qo.s) + qo.zp).clamp(-32768, 32767).numpy().astype(np.int64)
     sampled = got.astype(np.int64)
     sampled[:512] = want[:512]  # fn's own samples (512, the virtual level: as got has it)
-    err_sampled = np.abs(_int16_lookup(sampled, levels.numpy()) - fake_quant)
-    err = np.abs(_int16_lookup(got, levels.numpy()) - fake_quant)
+    err_sampled = np.abs(tosa_int16_lookup(sampled, levels.numpy()) - fake_quant)
+    err = np.abs(tosa_int16_lookup(got, levels.numpy()) - fake_quant)
     moved = np.flatnonzero(got[:512] != want[:512])
     assert 0 < len(moved) <= 8 and moved.min() >= 500 and moved.max() <= 510  # the steep end only
     near = slice(128 * (moved.min() - 1), 128 * (moved.max() + 1))  # the moved samples' segments

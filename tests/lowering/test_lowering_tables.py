@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401 - registers quantized_decomposed
+from lowering_checks import tosa_int16_lookup
 
 from lowering.ops.activation import int8_table, int16_table
 from lowering.qparams import QParams
@@ -91,19 +92,13 @@ def _sym16(bound: float) -> QParams:
                    -32767, 32767)
 
 
-def _tosa_int16_lookup(tab: np.ndarray, q: np.ndarray) -> np.ndarray:
-    t, v = tab.astype(np.int64), q.astype(np.int64)
-    index, fraction = (v + 32768) >> 7, v & 0x7F
-    return ((t[index] << 7) + (t[index + 1] - t[index]) * fraction + 64) >> 7
-
-
 def _int16_errors(fn, qi: QParams, qo: QParams):
     """(|TABLE - torch| per level, torch's fake-quant, the levels where fn is not NaN, table)."""
     q = torch.arange(qi.qmin, qi.qmax + 1).to(torch.int16)
     y = fn(qd.dequantize_per_tensor(q, qi.s, qi.zp, qi.qmin, qi.qmax, torch.int16))
     ref = qd.quantize_per_tensor(y, qo.s, qo.zp, qo.qmin, qo.qmax, torch.int16).numpy()
     tab = int16_table(fn, qi, qo)
-    err = np.abs(_tosa_int16_lookup(tab, q.numpy()) - ref.astype(np.int64))
+    err = np.abs(tosa_int16_lookup(tab, q.numpy()) - ref.astype(np.int64))
     return err, ref.astype(np.int64), ~torch.isnan(y).numpy(), tab
 
 
@@ -145,7 +140,7 @@ def _float64_errors(fn, qi: QParams, qo: QParams, tab: np.ndarray) -> np.ndarray
     x = ((q.astype(np.float32) - np.float32(qi.zp)) * np.float32(qi.s)).astype(np.float64)
     y = fn(torch.from_numpy(x)).numpy()
     ref = np.clip(np.round(y / qo.s) + qo.zp, qo.qmin, qo.qmax).astype(np.int64)
-    return np.abs(_tosa_int16_lookup(tab, q) - ref)
+    return np.abs(tosa_int16_lookup(tab, q) - ref)
 
 
 def _sampled(fn, qi: QParams, qo: QParams, tab: np.ndarray) -> np.ndarray:
