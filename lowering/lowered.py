@@ -14,22 +14,18 @@ from tosa_verify.reference import no_gdb_backtrace
 
 from .qparams import QParams
 from .reference import TorchReference
-from .whole_run import WholeRunError, forward_leaves, run_whole, source_model, source_node
+from .whole_run import (
+    WholeRunError,
+    forward_leaves,
+    run_whole,
+    source_model,
+    source_node,
+    tensor_inputs,
+)
 
 #: TOSA dtype of an unquantized graph input -> the numpy dtype the graph reads
 _NUMPY_OF = {"INT8": np.int8, "INT16": np.int16, "INT32": np.int32, "BOOL": np.bool_,
              "FP16": np.float16, "FP32": np.float32}
-
-
-def tensor_inputs(inputs) -> list:
-    """The tensors (and numpy arrays) among forward arguments, in ``torch.export``'s order.
-
-    Example:
-        >>> [tuple(t.shape) for t in tensor_inputs((torch.ones(2), 1, [torch.ones(3), 0.5]))]
-        [(2,), (3,)]
-    """
-    leaves, _ = torch.utils._pytree.tree_flatten(list(inputs))
-    return [x for x in leaves if isinstance(x, (torch.Tensor, np.ndarray))]
 
 
 @dataclass

@@ -162,8 +162,8 @@ class _Piece:
 def forward_leaves(gm: fx.GraphModule, inputs) -> list:
     """The values the placeholders of ``gm`` (an exported model) take for its forward arguments
     ``inputs``: every leaf of them, python numbers too (``torch.export`` keeps a placeholder for
-    each), when that many placeholders there are; else the tensors only (as
-    :func:`lowering.lowered.tensor_inputs` picks them). numpy arrays become tensors.
+    each), when that many placeholders there are; else the tensors only (:func:`tensor_inputs`).
+    numpy arrays become tensors.
 
     Example:
         >>> forward_leaves(gm, (torch.ones(2), 3))   # doctest: +SKIP
@@ -171,9 +171,19 @@ def forward_leaves(gm: fx.GraphModule, inputs) -> list:
     """
     leaves, _ = torch.utils._pytree.tree_flatten(list(inputs))
     placeholders = sum(n.op == "placeholder" for n in gm.graph.nodes)
-    if len(leaves) != placeholders:
-        leaves = [x for x in leaves if isinstance(x, (torch.Tensor, np.ndarray))]
-    return [torch.as_tensor(x) if isinstance(x, np.ndarray) else x for x in leaves]
+    chosen = leaves if len(leaves) == placeholders else tensor_inputs(inputs)
+    return [torch.as_tensor(x) if isinstance(x, np.ndarray) else x for x in chosen]
+
+
+def tensor_inputs(inputs) -> list:
+    """The tensors (and numpy arrays) among forward arguments, in ``torch.export``'s order.
+
+    Example:
+        >>> [tuple(t.shape) for t in tensor_inputs((torch.ones(2), 1, [torch.ones(3), 0.5]))]
+        [(2,), (3,)]
+    """
+    leaves, _ = torch.utils._pytree.tree_flatten(list(inputs))
+    return [x for x in leaves if isinstance(x, (torch.Tensor, np.ndarray))]
 
 
 def _torch_dtype(node: fx.Node) -> torch.dtype | None:
