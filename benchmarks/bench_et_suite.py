@@ -4,12 +4,13 @@ Every INT/FP TOSA case of ``executorch/backends/arm/test/ops`` (its modules and 
 ``_et_suite.py``) goes through both flows:
 
 * ours: ``lowering.lower`` judged by ``_et_suite.judge_ours`` (fully lowered; reference-model
-  output within ``qtol`` steps of fake-quant in INT, within atol/rtol of float in FP);
+  output within ``qtol`` steps of fake-quant in INT, within ExecuTorch's atol + qtol steps and
+  rtol of it in INT16, ExecuTorch's int16 flow; within atol/rtol of float in FP);
 * ExecuTorch: its own test function for the case, run by pytest in a child process (its
   pipeline quantizes, lowers, runs the reference model and compares): pass or not. The child
   runs while ours is judged, so one run of this script measures both.
 
-Prints pass / partial / wrong / error counts for both, per profile, and the cases where we lose.
+Prints pass / partial / wrong / error counts for both, per profile (INT, INT16, FP), and the cases where we lose.
 
     python benchmarks/bench_et_suite.py                 # at most 3 cases per test function
     python benchmarks/bench_et_suite.py --all           # every case (hours on 2 cores)
@@ -157,8 +158,10 @@ class ExecuTorchRun:
 def table(cases, ours, theirs) -> str:
     lines = [f"{'profile':8s} {'flow':11s} {'pass':>6s} {'partial':>8s} {'wrong':>6s} "
              f"{'error':>6s} {'total':>6s}"]
-    for profile in ("INT", "FP"):
-        sel = [c for c in cases if c.profile == profile]
+    for profile in ("INT", "INT16", "FP"):  # (INT16: ExecuTorch's int16 flow, 16-bit activations)
+        sel = [c for c in cases if c.label == profile]
+        if not sel:
+            continue
         for flow, verdicts in (("ours", ours), ("ExecuTorch", theirs)):
             if verdicts is None:
                 continue
@@ -220,7 +223,7 @@ def main(argv=None) -> int:
         print(f"  {len(ids):4d}  {reason}\n        e.g. {ids[0]}")
     if args.json:
         Path(args.json).write_text(json.dumps(
-            {c.id: {"profile": c.profile, "et_xfail": c.et_xfail, "ours": vars(ours[c.id]),
+            {c.id: {"profile": c.label, "et_xfail": c.et_xfail, "ours": vars(ours[c.id]),
                     "executorch": vars(theirs[c.id]) if theirs else None} for c in cases}
             | {"skipped": _et_suite.SKIPPED},
             indent=1))

@@ -32,6 +32,8 @@ DEFAULT_FILES = (
     "test_scalars.py", "test_hardswish.py", "test_relu.py", "test_bitwise.py", "test_to_copy.py",
     "test_prelu.py", "test_gather.py", "test_conv3d.py", "test_index_put.py", "test_cond.py",
     "test_while.py", "test_zeros.py",
+    # (the int16 flow: 16-bit activations, 8-bit weights; also in test_conv3d and test_to_copy)
+    "test_neg.py", "test_tanh.py", "test_linear.py",
 )
 
 #: case id -> why we do not pass a case ExecuTorch passes. Empty: ``bench_et_suite.py --all``
@@ -72,6 +74,15 @@ def _check(case):
 @pytest.mark.parametrize("case", _params(DEFAULT_FILES, first_only=True))
 def test_executorch_op_case(case):
     _check(case)
+
+
+def test_int16_cases_are_collected_as_executorchs_int16_flow():
+    """ExecuTorch's a16w8/16a8w TOSA tests are INT cases of the int16 flow, not left out."""
+    cases = [c for c in _et_suite.collected("test_neg.py") if _et_suite.usable(c)]
+    int16 = [c for c in cases if c.int16]
+    assert int16 and all(c.profile == "INT" and c.label == "INT16" for c in int16)
+    assert {c.id.split("[")[0] for c in int16} == {"test_neg.py::test_neg_tosa_INT_a16w8"}
+    assert not any(c.int16 for c in cases if c.profile == "FP")
 
 
 def test_default_subset_is_not_empty():
@@ -189,3 +200,23 @@ def test_int_judge_still_fails_a_graph_off_by_two_steps(monkeypatch):
     detail = _et_suite._compare(case, lm, module)
     assert detail == ("output 0: 2 quantization steps from fake-quant (float64 fake-quant: "
                       "output 0: 2 quantization steps from fake-quant)")
+
+
+def test_int16_judge_takes_executorchs_tolerance(monkeypatch):
+    """An int16 case passes within ExecuTorch's atol (1e-3) + qtol steps + rtol of the fake-quant
+    value, as ExecuTorch's pipeline compares, and fails beyond it."""
+    import lowering
+    from lowering.quantizer import QuantConfig
+
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.Sigmoid()).eval()
+    case = _et_suite.EtCase(id="linear", profile="INT", module=module, inputs=(torch.randn(3, 8),), int16=True)
+    lm = lowering.lower(module, case.inputs, quantization=QuantConfig.int16(), calibration=[case.inputs])
+    assert lm.output_qparams[0].dtype == torch.int16
+    assert _et_suite._compare(case, lm, module) is None
+    run_raw = lm.run_raw
+    step = float(lm.output_qparams[0].scale[0])
+    for shift, passes in ((3, True), (round(3e-3 / step), False)):
+        monkeypatch.setattr(lm, "run_raw", lambda q, shift=shift: [r.astype("int64") + shift for r in run_raw(q)])
+        detail = _et_suite._compare(case, lm, module)
+        assert (detail is None) == passes, (shift, detail)
