@@ -306,6 +306,9 @@ def _collect_file(file: str, kind: str, profiles) -> list[EtCase]:
     allow_cpu_torchvision()
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), _et_conftest():
         warnings.simplefilter("ignore")
+        # (a test module makes its random test data when imported: seeded here, the data do not
+        # depend on what ran before, which changed with the hash seed: neg's a16w8 inputs did)
+        torch.manual_seed(0)
         try:
             mod = importlib.import_module(modname)
         except KeyboardInterrupt:
