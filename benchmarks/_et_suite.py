@@ -390,14 +390,13 @@ def judge_ours(case: EtCase) -> Verdict:
     import time
 
     import lowering
-    from lowering.quantizer import QuantConfig
 
     start = time.perf_counter()
     module = case.module.eval()
     try:
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")
-            quantization = QuantConfig.int16(per_channel=bool(case.kwargs.get("per_channel_quantization", True))) \
+            quantization = lowering.QuantConfig.int16(per_channel=bool(case.kwargs.get("per_channel_quantization", True))) \
                 if case.int16 else None
             lm = lowering.lower(module, _fresh(case.inputs), profile=case.profile, quantization=quantization,
                                 calibration=[_fresh(case.inputs)])
