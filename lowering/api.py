@@ -12,6 +12,7 @@ import torch
 import torch.fx as fx
 
 from . import control_flow
+from .calibration import first_non_finite
 from .emitter import Emitter
 from .errors import LoweringError
 from .graph_utils import (
@@ -232,7 +233,10 @@ def lower(model, example_inputs, *, profile: str = "INT", quantization: QuantCon
         except LoweringError:
             raise
         except Exception as e:  # noqa: BLE001
-            raise LoweringError(f"PT2E quantization failed: {type(e).__name__}: {e}") from e
+            # (a NaN or infinity in the float graph is the usual cause: name its node)
+            cause = None if float_model is None else first_non_finite(
+                float_model, _calibration_batches(calibration, example_inputs))
+            raise LoweringError(cause or f"PT2E quantization failed: {type(e).__name__}: {e}") from e
         quantized_model = copy.deepcopy(gm)
     elif already_q:
         quantized_model = copy.deepcopy(model)

@@ -300,3 +300,42 @@ def test_unused_input_keeps_one_int_graph(config):
     activation = "INT16" if config.activation_dtype == torch.int16 else "INT8"
     assert lm.input_dtypes == [activation, activation]
     assert max_step_error(lm, example) <= 1
+
+
+class _NanInTheMiddle(nn.Module):
+    """A conv, then log of values that go negative (NaN), then a linear layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(1, 2, 1)
+        self.fc = nn.Linear(8, 2)
+
+    def forward(self, x):
+        y = torch.log(self.conv(x) - 10.0)
+        return self.fc(y.flatten(1))
+
+
+def test_int_calibration_on_nan_names_the_node_and_the_source_line():
+    torch.manual_seed(0)
+    x = torch.randn(1, 1, 2, 2)
+    with pytest.raises(LoweringError) as info:
+        lowering.lower(_NanInTheMiddle().eval(), (x,), profile="INT")
+    message = str(info.value)
+    assert "node 'log' (aten.log.default) gives NaN or infinity" in message
+    assert "calibration batch 1" in message
+    assert "torch.log(self.conv(x) - 10.0)" in message  # the model's own source line
+    # the float graph is fine: FP lowers (its NaNs are IEEE values like any other)
+    assert lowering.lower(_NanInTheMiddle().eval(), (x,), profile="FP").op_counts
+
+
+def test_calibration_diagnosis_names_the_first_of_several_batches_to_fail():
+    from lowering.calibration import first_non_finite
+
+    class Sqrt(nn.Module):
+        def forward(self, x):
+            return torch.sqrt(x) + 1.0
+
+    gm = torch.export.export(Sqrt(), (torch.ones(3),)).module(check_guards=False)
+    batches = [(torch.ones(3),), (torch.tensor([1.0, -1.0, 2.0]),)]
+    assert first_non_finite(gm, batches).startswith("calibration batch 2, node 'sqrt' (aten.sqrt.default)")
+    assert first_non_finite(gm, batches[:1]) is None
