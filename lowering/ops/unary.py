@@ -282,3 +282,81 @@ def round_half_even(em, node, x, out):
     rounded = fp_binary(em, "SUB", fp_binary(em, "ADD", a, limit, "shifted"), limit, "rounded")
     whole = compare(em, "GREATER_EQUAL", a, limit, "whole")
     _with_sign_of(em, node, select(em, whole, a, rounded, "magnitude"), x, "sign", out)
+
+
+@unary_function(aten.log_sigmoid.default)
+def log_sigmoid(em, node, x, out):
+    """``min(x, 0) - log(1 + exp(-|x|))``: exp never overflows, and the result stays finite
+    down to float32's lowest values (log(sigmoid(x)) would take log(0) below about -104)."""
+    zero = fp_const(em, node, 0.0, "zero")
+    tail = fp_unary(em, "EXP", fp_unary(em, "NEGATE", fp_unary(em, "ABS", x, "abs"), "nabs"), "exp")
+    log = fp_unary(em, "LOG", fp_binary(em, "ADD", tail, fp_const(em, node, 1.0, "one"), "p1"), "log")
+    fp_binary(em, "SUB", fp_binary(em, "MINIMUM", x, zero, "low"), log, "fp", out=out)
+
+
+def _lambd(node) -> float:
+    return float(node.args[1] if len(node.args) > 1 else node.kwargs.get("lambd", 0.5))
+
+
+def _inside(em, node, x, lambd: float) -> str:
+    """``-lambd <= x <= lambd`` (False for NaN, as in PyTorch's shrink kernels)."""
+    low = compare(em, "GREATER_EQUAL", x, fp_const(em, node, -lambd, "minus_lambd"), "ge_low")
+    high = compare(em, "GREATER_EQUAL", fp_const(em, node, lambd, "lambd"), x, "le_high")
+    return fp_binary(em, "LOGICAL_AND", low, high, "inside", dtype="BOOL")
+
+
+@unary_function(aten.hardshrink.default, step=True)
+def hardshrink(em, node, x, out):
+    """0 for ``|x| <= lambd``, else ``x`` (NaN stays NaN)."""
+    lambd = _lambd(node)
+    select(em, _inside(em, node, x, lambd), fp_const(em, node, 0.0, "zero"), x, "fp", out=out)
+
+
+@unary_function(aten.softshrink.default)
+def softshrink(em, node, x, out):
+    """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, 0 between (NaN stays
+    NaN)."""
+    lambd = _lambd(node)
+    shifted = select(em, compare(em, "GREATER", x, fp_const(em, node, 0.0, "zero"), "pos"),
+                     fp_binary(em, "SUB", x, fp_const(em, node, lambd, "lambd"), "minus"),
+                     fp_binary(em, "ADD", x, fp_const(em, node, lambd, "lambd"), "plus"), "shifted")
+    select(em, _inside(em, node, x, lambd), fp_const(em, node, 0.0, "zero"), shifted, "fp", out=out)
+
+
+@unary_function(aten.exp2.default)
+def exp2(em, node, x, out):
+    """``exp(x * ln 2)``: relative error within about ``|x| * 2**-24`` plus EXP's own."""
+    fp_unary(em, "EXP", fp_binary(em, "MUL", x, fp_const(em, node, math.log(2.0), "ln2"), "xln2"),
+             "fp", out=out)
+
+
+@unary_function(aten.frac.default, step=True)
+def frac(em, node, x, out):
+    """``x - trunc(x)``, with trunc as CEIL below zero and FLOOR elsewhere (exact; NaN and
+    infinities give NaN, as in PyTorch)."""
+    negative = compare(em, "GREATER", fp_const(em, node, 0.0, "zero"), x, "neg")
+    whole = select(em, negative, fp_unary(em, "CEIL", x, "ceil"), fp_unary(em, "FLOOR", x, "floor"), "trunc")
+    fp_binary(em, "SUB", x, whole, "fp", out=out)
+
+
+@unary_function(aten.special_erfc.default, aten.erfc.default)
+def erfc(em, node, x, out):
+    """``1 - erf(x)``: an absolute error within float32's spacing at 1 (about 6e-8), so its
+    relative error grows where erfc is tiny (x above about 3)."""
+    fp_binary(em, "SUB", fp_const(em, node, 1.0, "one"), fp_unary(em, "ERF", x, "erf"), "fp", out=out)
+
+
+@unary_function(aten.nan_to_num.default)
+def nan_to_num(em, node, x, out):
+    """NaN -> ``nan`` (0), +inf -> ``posinf`` (float32's largest), -inf -> ``neginf`` (its
+    lowest); finite values unchanged."""
+    fmax = float(np.finfo(np.float32).max)
+    values = [node.args[i] if len(node.args) > i else node.kwargs.get(k) for i, k in
+              ((1, "nan"), (2, "posinf"), (3, "neginf"))]
+    nan, posinf, neginf = (d if v is None else float(v) for v, d in zip(values, (0.0, fmax, -fmax), strict=True))
+    big = compare(em, "GREATER", x, fp_const(em, node, fmax, "fmax"), "posinf_at")
+    small = compare(em, "GREATER", fp_const(em, node, -fmax, "fmin"), x, "neginf_at")
+    y = select(em, big, fp_const(em, node, posinf, "posinf"), x, "hi")
+    y = select(em, small, fp_const(em, node, neginf, "neginf"), y, "lo")
+    number = compare(em, "EQUAL", x, x, "number")  # False only for NaN
+    select(em, number, y, fp_const(em, node, nan, "nan"), "fp", out=out)

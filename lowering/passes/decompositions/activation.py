@@ -122,3 +122,13 @@ def scaled_dot_product_attention(gm, n, b):
         causal = b.const(gm, torch.ones(length, source, dtype=torch.bool).tril(), "causal")
         keep = causal if keep is None else b(aten.logical_and.default, keep, causal)
     return b(aten.matmul.default, _masked_softmax(gm, b, scores, keep), v)
+
+
+@decomposition(aten.rrelu.default)
+def rrelu_eval(gm, n, b):
+    """rrelu in eval mode is leaky_relu with the mean slope ``(lower + upper) / 2``; in
+    training mode its slopes are random, and it stays on the CPU."""
+    if arg(n, 3, "training", False):
+        return None
+    lower, upper = float(arg(n, 1, "lower", 1.0 / 8.0)), float(arg(n, 2, "upper", 1.0 / 3.0))
+    return b(aten.leaky_relu.default, n.args[0], (lower + upper) / 2)

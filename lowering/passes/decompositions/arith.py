@@ -269,3 +269,62 @@ def shift_by_number(gm, n, b):
     left = n.target in (aten.__lshift__.Scalar, aten.bitwise_left_shift.Tensor_Scalar)
     target = aten.bitwise_left_shift.Tensor if left else aten.bitwise_right_shift.Tensor
     return b(target, x, b.const(gm, torch.tensor([int(amount)], dtype=v.dtype), "shift"))
+
+
+@decomposition(aten.lerp.Scalar, aten.lerp.Tensor)
+def lerp(gm, n, b):
+    """PyTorch's two-sided form: ``start + w * (end - start)`` where ``|w| < 0.5``, else
+    ``end - (end - start) * (1 - w)``, so that ``w = 1`` gives ``end`` exactly."""
+    start, end, weight = n.args[0], n.args[1], n.args[2]
+    if not (is_float(start) and is_float(end)):
+        return None
+    delta = b(aten.sub.Tensor, end, start)
+    one = const_like(gm, b, 1.0, start, "one")
+    if not isinstance(weight, fx.Node):
+        if abs(weight) < 0.5:
+            return b(aten.add.Tensor, start, b(aten.mul.Tensor, delta, const_like(gm, b, weight, start, "w")))
+        return b(aten.sub.Tensor, end, b(aten.mul.Tensor, delta, const_like(gm, b, 1.0 - weight, start, "1mw")))
+    near_start = b(aten.lt.Tensor, b(aten.abs.default, weight), const_like(gm, b, 0.5, weight, "half"))
+    from_start = b(aten.add.Tensor, start, b(aten.mul.Tensor, weight, delta))
+    from_end = b(aten.sub.Tensor, end, b(aten.mul.Tensor, delta, b(aten.sub.Tensor, one, weight)))
+    return b(aten.where.self, near_start, from_start, from_end)
+
+
+@decomposition(aten.addcmul.default, aten.addcdiv.default)
+def addcmul_addcdiv(gm, n, b):
+    """``x + value * t1 * t2`` / ``x + value * (t1 / t2)``."""
+    x, t1, t2 = n.args[0], n.args[1], n.args[2]
+    value = arg(n, 3, "value", 1)
+    if n.target == aten.addcdiv.default:
+        if not (is_float(t1) or is_float(t2)):
+            return None  # (integer addcdiv is an error in PyTorch)
+        term = b(aten.div.Tensor, t1, t2)
+        if value != 1:
+            term = b(aten.mul.Tensor, term, const_like(gm, b, value, term, "value"))
+    else:
+        term = t1 if value == 1 else b(aten.mul.Tensor, t1, const_like(gm, b, value, t1, "value"))
+        term = b(aten.mul.Tensor, term, t2)
+    return b(aten.add.Tensor, x, term)
+
+
+@decomposition(aten.hypot.default)
+def hypot(gm, n, b):
+    """``sqrt(a * a + b * b)``; unlike PyTorch's scaled form it overflows to infinity where
+    a square does (|a| or |b| above about 1.8e19)."""
+    x, y = n.args[0], n.args[1]
+    if not (is_float(x) and is_float(y)):
+        return None
+    return b(aten.sqrt.default, b(aten.add.Tensor, b(aten.mul.Tensor, x, x), b(aten.mul.Tensor, y, y)))
+
+
+@decomposition(aten.logaddexp.default)
+def logaddexp(gm, n, b):
+    """``max(a, b) + log1p(exp(-|a - b|))``, and ``a + ln 2`` where ``a == b`` (so equal
+    infinities give that infinity, not NaN from ``inf - inf``)."""
+    x, y = n.args[0], n.args[1]
+    if not (is_float(x) and is_float(y)):
+        return None
+    gap = b(aten.neg.default, b(aten.abs.default, b(aten.sub.Tensor, x, y)))
+    general = b(aten.add.Tensor, b(aten.maximum.default, x, y), b(aten.log1p.default, b(aten.exp.default, gap)))
+    equal = b(aten.eq.Tensor, x, y)
+    return b(aten.where.self, equal, b(aten.add.Tensor, x, const_like(gm, b, math.log(2.0), x, "ln2")), general)

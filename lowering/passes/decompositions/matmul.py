@@ -125,3 +125,12 @@ def linear(gm, n, b):
         return b(aten.linear.default, x, w, b.const(gm, get_constant(gm, bias), "lin_b"))
     out = b(aten.matmul.default, x, b(aten.permute.default, w, [1, 0]))
     return out if bias is None else b(aten.add.Tensor, out, bias)
+
+
+@decomposition(aten.outer.default, aten.ger.default)
+def outer(gm, n, b):
+    """``outer(a, b) = a[:, None] * b[None, :]`` (a broadcast MUL)."""
+    x, y = n.args[0], n.args[1]
+    if val(x) is None or val(y) is None or val(x).dim() != 1 or val(y).dim() != 1:
+        return None
+    return b(aten.mul.Tensor, b(aten.view.default, x, [-1, 1]), b(aten.view.default, y, [1, -1]))

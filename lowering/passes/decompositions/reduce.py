@@ -101,3 +101,32 @@ def logsumexp(gm, n, b):
     total = b(aten.sum.dim_IntList, b(aten.exp.default, b(aten.sub.Tensor, x, m)), dims, True)
     out = b(aten.add.Tensor, b(aten.log.default, total), m)
     return out if keepdim else b(aten.squeeze.dims, out, dims)
+
+
+@decomposition(aten.var_mean.correction, aten.var_mean.dim, aten.var_mean.default,
+               aten.std_mean.correction, aten.std_mean.dim, aten.std_mean.default)
+def var_mean(gm, n, b):
+    """``(var, mean)`` / ``(std, mean)``: the variance (see :func:`variance`, decomposed in the
+    next round) and a mean over the same dims."""
+    x = n.args[0]
+    v = val(x)
+    if v is None or not v.is_floating_point():
+        return None
+    dims_arg, correction, keepdim = _variance_args(_as_variance(n))
+    dims = _reduced_dims(dims_arg, v.dim())
+    std = n.target in (aten.std_mean.correction, aten.std_mean.dim, aten.std_mean.default)
+    spread = b(aten.std.correction if std else aten.var.correction, x, dims, correction=correction, keepdim=keepdim)
+    return tuple_outputs(n, [spread, b(aten.mean.dim, x, dims, keepdim)])
+
+
+#: var_mean / std_mean overload -> the var overload of the same arguments
+_VARIANCE_FORM = {aten.var_mean.correction: aten.var.correction, aten.std_mean.correction: aten.var.correction,
+                  aten.var_mean.dim: aten.var.dim, aten.std_mean.dim: aten.var.dim,
+                  aten.var_mean.default: aten.var.default, aten.std_mean.default: aten.var.default}
+
+
+class _as_variance:  # noqa: N801  (stands in for the node in _variance_args)
+    """``n`` seen as the var overload of the same arguments (for :func:`_variance_args`)."""
+
+    def __init__(self, n) -> None:
+        self.target, self.args, self.kwargs = _VARIANCE_FORM[n.target], n.args, n.kwargs

@@ -142,3 +142,26 @@ def meshgrid(gm, n, b):
         shape[axis] = v.numel()
         grids.append(b(aten.expand.default, b(aten.view.default, t, shape), sizes))
     return tuple_outputs(n, grids)
+
+
+@decomposition(aten.diff.default)
+def diff(gm, n, b):
+    """``diff(x, n, dim, prepend, append)``: prepend and append concatenated along ``dim``,
+    then ``n`` times ``x[1:] - x[:-1]`` along it (bool tensors, a not-equal in PyTorch, and
+    a difference of no elements stay on the CPU)."""
+    x = n.args[0]
+    v = val(x)
+    order, dim = arg(n, 1, "n", 1), arg(n, 2, "dim", -1)
+    prepend, append = arg(n, 3, "prepend"), arg(n, 4, "append")
+    if v is None or v.dtype == torch.bool or v.dim() == 0:
+        return None
+    dim %= v.dim()
+    size = v.shape[dim] + sum(val(t).shape[dim] for t in (prepend, append) if t is not None)
+    if order < 1 or size - order < 1:
+        return None
+    if prepend is not None or append is not None:
+        x = b(aten.cat.default, [t for t in (prepend, x, append) if t is not None], dim)
+    for _ in range(order):
+        x = b(aten.sub.Tensor, b(aten.slice.Tensor, x, dim, 1, size), b(aten.slice.Tensor, x, dim, 0, size - 1))
+        size -= 1
+    return x
