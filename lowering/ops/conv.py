@@ -49,6 +49,24 @@ def _bias(em, node, b_node, out_ch, int_mode, acc):
     return b.astype(np.int64 if int_mode else np.float32)
 
 
+def _dilated_kernel(w, dilation: list[int]):
+    """A transposed-conv weight ``[Cin, Cout/g, kh, kw]`` with ``dilation`` as the undilated
+    kernel it equals: the taps ``dilation`` apart and zeros between (a zero tap adds exactly
+    nothing), of size ``(k - 1) * d + 1``; TOSA's TRANSPOSE_CONV2D has no dilation.
+
+    Example:
+        >>> _dilated_kernel(torch.ones(1, 1, 1, 2), [1, 3])[0, 0].tolist()
+        [[1.0, 0.0, 0.0, 1.0]]
+    """
+    if list(dilation) == [1, 1]:
+        return w
+    dh, dw = dilation
+    cin, cout, kh, kw = w.shape
+    out = torch.zeros((cin, cout, (kh - 1) * dh + 1, (kw - 1) * dw + 1), dtype=w.dtype)
+    out[:, :, ::dh, ::dw] = w
+    return out
+
+
 def _block_diagonal(w_np: np.ndarray, groups: int) -> np.ndarray:
     """A grouped transposed-conv weight ``[Cin, Cout/g, kh, kw]`` as the equivalent ungrouped
     ``[Cin, Cout, kh, kw]``: group ``g``'s block on the diagonal, zeros elsewhere (a zero
@@ -333,9 +351,7 @@ def conv_transpose2d(em, node):
     output_padding = _pair(a[5] if a[5] is not None else 0)
     groups = a[6] if a[6] is not None else 1
     dilation = _pair(a[7] if a[7] is not None else 1)
-    if dilation != [1, 1]:
-        raise LoweringError("dilated transposed convolution not supported", node=node.name)
-    w = _weights(em, node, w_node)  # [Cin, Cout/g, kh, kw]
+    w = _dilated_kernel(_weights(em, node, w_node), dilation)  # [Cin, Cout/g, kh, kw]
     in_shape = em.shape(x_node, NHWC)
     out_shape = em.shape(node, NHWC)
     OC = w.shape[1] * groups

@@ -1,6 +1,7 @@
 """Spatial ops: conv3d, 1-D / dilated / ceil-mode / batchless pools, uneven adaptive average
 pooling, divisor_override, pixel (un)shuffle, reflect / replicate / circular padding, nearest
-and bilinear upsampling by fractional scale factors; FP against PyTorch, INT against
+and bilinear upsampling by fractional scale factors, conv_transpose1d, dilated transposed
+convolutions; FP against PyTorch, INT against
 fake-quant; grid_sample (FP)."""
 
 from __future__ import annotations
@@ -83,6 +84,15 @@ CASES = {
         _x(1, 2, 1, 6)),
     "upsample_bilinear_size": (
         Fn(lambda x: F.interpolate(x, size=(7, 9), mode="bilinear")), _x(1, 2, 5, 6)),
+    "conv_transpose1d": (nn.ConvTranspose1d(4, 3, 4, stride=2, padding=1), _x(2, 4, 8)),
+    "conv_transpose1d_groups_output_padding": (
+        nn.ConvTranspose1d(4, 6, 3, stride=3, padding=1, output_padding=1, groups=2), _x(1, 4, 7)),
+    "conv_transpose1d_batchless": (nn.ConvTranspose1d(3, 2, 3, bias=False), _x(3, 6)),
+    "conv_transpose1d_dilated": (nn.ConvTranspose1d(3, 2, 3, stride=2, dilation=2), _x(1, 3, 6)),
+    "conv_transpose2d_dilated_grouped": (
+        nn.ConvTranspose2d(4, 6, (3, 2), stride=(2, 1), padding=(1, 0), dilation=(2, 3), groups=2), _x(1, 4, 5, 5)),
+    "conv_transpose1d_batch_norm": (nn.Sequential(nn.ConvTranspose1d(4, 5, 2, stride=2), nn.BatchNorm1d(5).eval(),
+                                                  nn.ReLU()), _x(1, 4, 6)),
 }
 
 

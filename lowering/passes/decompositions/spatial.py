@@ -12,7 +12,7 @@ from fractions import Fraction
 import numpy as np
 import torch
 
-from ...graph_utils import val
+from ...graph_utils import get_constant, val
 from ._common import arg, decomposition, tuple_outputs
 
 aten = torch.ops.aten
@@ -407,3 +407,25 @@ def grid_sampler_2d(gm, n, b):
         tap = _grid_tap(b, flat, xs, ys, b(aten.mul.Tensor, wx, wy), h, width, shape)
         out = tap if out is None else b(aten.add.Tensor, out, tap)
     return out
+
+
+@decomposition(aten.conv_transpose1d.default)
+def conv_transpose1d(gm, n, b):
+    """conv_transpose1d over L = conv_transpose2d over an H of one: the input and the weight
+    ``[Cin, Cout/groups, k]`` gain that H (a constant weight is reshaped here, once), stride,
+    padding, output padding and dilation act along W only."""
+    x, w = n.args[0], n.args[1]
+    bias = arg(n, 2, "bias")
+    rank = _rank(x)
+    weight = get_constant(gm, w)
+    if rank not in (2, 3) or _rank(w) != 3:
+        return None
+    stride, padding, output_padding, dilation = (
+        _as_list(arg(n, i, name, default), 1)[0]
+        for i, name, default in ((3, "stride", 1), (4, "padding", 0), (5, "output_padding", 0), (7, "dilation", 1)))
+    groups = arg(n, 6, "groups", 1)
+    w4 = b.const(gm, weight.unsqueeze(2), "weight_2d") if weight is not None else b(aten.unsqueeze.default, w, 2)
+    x4 = _around_4d(b, x, rank == 2, True)
+    y = b(aten.conv_transpose2d.input, x4, w4, bias, [1, stride], [0, padding], [0, output_padding], groups,
+          [1, dilation])
+    return _back_from_4d(b, y, rank == 2, True)
