@@ -284,8 +284,11 @@ class TosaQuantizer(Quantizer):
                 if not args:
                     continue
                 ins[args[0]] = act
+                # (an input repeated, as in x == x or where(c, x, x), is one edge with the first's
+                # spec: shared with itself, torchao's union-find recursed without end)
                 for a in args[1:]:
-                    ins[a] = SharedQuantizationSpec((args[0], n))
+                    if a is not args[0]:
+                        ins[a] = SharedQuantizationSpec((args[0], n))
                 out = None if t in COMPARE else SharedQuantizationSpec((args[0], n))
             elif t in OWN_OUTPUT_ACT:
                 if not _is_float(x):
@@ -306,7 +309,8 @@ class TosaQuantizer(Quantizer):
                     continue
                 ins[tensors[0]] = act
                 for a in tensors[1:]:
-                    ins[a] = SharedQuantizationSpec((tensors[0], n))
+                    if a is not tensors[0]:  # (cat([x, x]): one edge, see above)
+                        ins[a] = SharedQuantizationSpec((tensors[0], n))
                 out = SharedQuantizationSpec((tensors[0], n))
             elif t in TABLE or t in OWN_OUTPUT or t == aten.mean.dim:
                 if not _is_float(x) or (t in STEP_FUNCTIONS and act.dtype != torch.int8):
@@ -322,7 +326,8 @@ class TosaQuantizer(Quantizer):
                 if not _is_float(x) or not isinstance(v, fx.Node) or not _is_float(v):
                     continue
                 ins[x] = act
-                ins[v] = SharedQuantizationSpec((x, n))
+                if v is not x:  # (one edge, see above)
+                    ins[v] = SharedQuantizationSpec((x, n))
                 out = SharedQuantizationSpec((x, n))
             elif t in GATHER_WEIGHT:
                 w = n.args[0]

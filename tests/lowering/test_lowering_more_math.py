@@ -1,6 +1,6 @@
 """Ops a user's model brings that ExecuTorch's Arm backend does not take: log_sigmoid,
 hardshrink / softshrink, rrelu in eval mode, exp2, frac, erfc, nan_to_num (one TABLE each in
-INT), and lerp, addcmul / addcdiv, hypot, logaddexp, var_mean / std_mean, outer and diff (by
+INT), and lerp, addcmul / addcdiv, hypot, logaddexp, xlogy, var_mean / std_mean, outer and diff (by
 decomposition). FP is checked against PyTorch, INT within one quantization step of the
 fake-quant model (int8 and, for the continuous functions, int16); every case lowers whole."""
 
@@ -46,6 +46,7 @@ CASES = {
     "std_mean": (Fn(lambda x: torch.std_mean(x, 1, correction=0)[0] * 2 - torch.std_mean(x, 1)[1]), (randn(4, 6),)),
     "outer": (Fn(torch.outer), (randn(5), randn(3))),
     "diff_last": (Fn(torch.diff), (randn(3, 7),)),
+    "xlogy": (Fn(lambda x, y: torch.xlogy(x * (x > 0), y.abs() + 0.1)), (randn(3, 5), randn(3, 5))),
     "diff_twice_dim0_prepend": (Fn(lambda x, p: torch.diff(x, n=2, dim=0, prepend=p)), (randn(4, 3), randn(1, 3))),
 }
 
@@ -69,10 +70,10 @@ def test_int(name):
 
 #: where the int16 TABLE's linear interpolation between samples 128 levels apart cannot follow
 #: the function (the same TABLE as ExecuTorch's, see tests/lowering/test_lowering_tables.py):
-#: sqrt and 1/x next to 0 (hypot, addcdiv), softshrink's kink at +-lambd, and log_sigmoid's
-#: output saturating inside a segment; judged as ExecuTorch judges its int16 tests, within
-#: 1e-3 of the output's range: 32 of 32767 steps. Found 29, 18, 22 and 4.
-INT16_TABLE_LIMITED = {"log_sigmoid", "log_sigmoid_module", "hypot", "addcdiv", "softshrink"}
+#: sqrt, 1/x and log next to 0 (hypot, addcdiv, xlogy), softshrink's kink at +-lambd, and
+#: log_sigmoid's output saturating inside a segment; judged as ExecuTorch judges its int16
+#: tests, within 1e-3 of the output's range: 32 of 32767 steps. Found 29, 18, 22, 2 and 4.
+INT16_TABLE_LIMITED = {"log_sigmoid", "log_sigmoid_module", "hypot", "addcdiv", "xlogy", "softshrink"}
 
 
 @pytest.mark.parametrize("name", sorted(set(CASES) - STEP))
@@ -93,6 +94,14 @@ def test_fp_special_values():
         lm = lowering.lower(model, (special,), profile="FP")
         out = lm.run(special)[0]
         torch.testing.assert_close(out, model(special), equal_nan=True, atol=1e-6, rtol=1e-5)
+
+
+def test_xlogy_zero_times_nan_is_nan_as_in_pytorch():
+    x = torch.tensor([0.0, 0.0, 2.0, 0.0])
+    y = torch.tensor([float("nan"), 0.0, 3.0, 5.0])
+    model = Fn(torch.xlogy).eval()
+    out = lowering.lower(model, (x, y), profile="FP").run(x, y)[0]
+    torch.testing.assert_close(out, torch.xlogy(x, y), equal_nan=True)
 
 
 def test_training_rrelu_stays_on_the_cpu():

@@ -278,3 +278,27 @@ def test_int_avg_pool_of_many_count_blocks_is_one_avg_pool2d():
     ops = [o.op for o in tosa_verify.load(lm.tosa).main.operators]
     assert lm.cpu_nodes == [] and ops.count("AVG_POOL2D") == 1
     assert "DEPTHWISE_CONV2D" not in ops, ops
+
+
+#: one tensor in two operand slots of an op whose operands share one quantization
+SAME_OPERAND_TWICE = {
+    "cat_x_x": lambda x: torch.cat([x, x, x * 2], 1),
+    "stack_x_x": lambda x: torch.stack([x, x]),
+    "x_eq_x": lambda x: (x == x).float() + x,
+    "isnan_idiom": lambda x: torch.where(x != x, torch.zeros_like(x), x),
+    "maximum_x_x": lambda x: torch.maximum(x, x) - x.amin(),
+    "where_c_x_x": lambda x: torch.where(x > 0, x, x),
+    "index_put_own_rows": lambda x: x.index_put((torch.tensor([0]),), x[:1]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SAME_OPERAND_TWICE))
+def test_int_same_tensor_in_two_shared_operands(name):
+    # the second operand's spec, "shared with the first", named the edge itself: torchao's
+    # prepare_pt2e recursed without end (RecursionError) on cat([x, x]) and x == x
+    model = Fn(SAME_OPERAND_TWICE[name]).eval()
+    example = (torch.randn(2, 3, generator=torch.Generator().manual_seed(5)),)
+    lm = lowering.lower(model, example, profile="INT", calibration=[example])
+    assert lm.cpu_nodes == [], lm.cpu_nodes
+    row = judge_int(lm, example)
+    assert row["ok"], row

@@ -328,3 +328,16 @@ def logaddexp(gm, n, b):
     general = b(aten.add.Tensor, b(aten.maximum.default, x, y), b(aten.log1p.default, b(aten.exp.default, gap)))
     equal = b(aten.eq.Tensor, x, y)
     return b(aten.where.self, equal, b(aten.add.Tensor, x, const_like(gm, b, math.log(2.0), x, "ln2")), general)
+
+
+@decomposition(aten.xlogy.Tensor)
+def xlogy(gm, n, b):
+    """``x * log(y)``, and 0 where ``x == 0`` unless ``y`` is NaN (PyTorch's rule)."""
+    x, y = n.args[0], n.args[1]
+    if not (isinstance(x, fx.Node) and isinstance(y, fx.Node) and is_float(x) and is_float(y)):
+        return None
+    product = b(aten.mul.Tensor, x, b(aten.log.default, y))
+    zero_x = b(aten.logical_and.default, b(aten.eq.Tensor, x, const_like(gm, b, 0.0, x, "zero")),
+               b(aten.eq.Tensor, y, y))
+    return b(aten.where.self, zero_x, const_like(gm, b, 0.0, product, "zero"), product)
+
