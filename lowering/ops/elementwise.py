@@ -12,7 +12,16 @@ import torch.fx as fx
 from ..errors import LoweringError
 from ..graph_utils import val
 from ..serialize import INT_OF
-from .common import cast_to, fp_binary, quantize_value, requantize, rescale, select, to_int32
+from .common import (
+    cast_to,
+    fp_binary,
+    quantize_value,
+    requantize,
+    rescale,
+    rescale_ties_even,
+    select,
+    to_int32,
+)
 from .common import compare as compare_op
 from .registry import register
 
@@ -59,7 +68,10 @@ def _binary(em, node, op: str, int_scales) -> None:
         ia, ib = _int_inputs(em, node, [a, b], [na, nb], in_scales)
         acc = fp_binary(em, op, ia, ib, "acc")
         out = em.out(node, layout)
-        rescale(em, acc, INT_OF[qo.dtype], out_scale, 0, qo.zp, "rs", out_name=out)
+        # ties to even, as the fake-quant's quantize: where the output scale is a power of two
+        # times the inputs' (clamped inputs: hardtanh(a) + hardtanh(b)), the sum meets exact .5
+        # ties, which a plain RESCALE rounds up (10% of such an add's elements were a step off)
+        rescale_ties_even(em, acc, INT_OF[qo.dtype], out_scale, qo.zp, "rs", out_name=out)
     elif em.writer.dtypes[na] in _NARROW_INTS and op in _INT32_ONLY:
         out = _narrow_int_binary(em, node, op, na, nb, layout)
     else:
