@@ -108,6 +108,18 @@ class QuantConfig:
                                 ch_axis=ch_axis if self.per_channel else None)
 
 
+def _share_with_first(ins: dict, operands: list, node: fx.Node, act) -> None:
+    """``operands[0]`` of ``node`` observed with ``act``, every other operand sharing its
+    quantization. A repeated operand (``cat([x, x])``, ``x == x``, ``where(c, x, x)``) is one
+    edge and keeps the first's spec: shared with itself, torchao's union-find recursed without
+    end."""
+    first = operands[0]
+    ins[first] = act
+    for a in operands[1:]:
+        if a is not first:
+            ins[a] = SharedQuantizationSpec((first, node))
+
+
 def _derive_bias_qparams(obs_or_fqs):
     act, wt = obs_or_fqs
     a_scale, _ = act.calculate_qparams()
@@ -283,12 +295,7 @@ class TosaQuantizer(Quantizer):
                         if isinstance(a, fx.Node) and _is_float(a)]
                 if not args:
                     continue
-                ins[args[0]] = act
-                # (an input repeated, as in x == x or where(c, x, x), is one edge with the first's
-                # spec: shared with itself, torchao's union-find recursed without end)
-                for a in args[1:]:
-                    if a is not args[0]:
-                        ins[a] = SharedQuantizationSpec((args[0], n))
+                _share_with_first(ins, args, n, act)
                 out = None if t in COMPARE else SharedQuantizationSpec((args[0], n))
             elif t in OWN_OUTPUT_ACT:
                 if not _is_float(x):
@@ -307,10 +314,7 @@ class TosaQuantizer(Quantizer):
                 tensors = [a for a in n.args[0] if isinstance(a, fx.Node)]
                 if not tensors or not all(_is_float(a) for a in tensors):
                     continue
-                ins[tensors[0]] = act
-                for a in tensors[1:]:
-                    if a is not tensors[0]:  # (cat([x, x]): one edge, see above)
-                        ins[a] = SharedQuantizationSpec((tensors[0], n))
+                _share_with_first(ins, tensors, n, act)
                 out = SharedQuantizationSpec((tensors[0], n))
             elif t in TABLE or t in OWN_OUTPUT or t == aten.mean.dim:
                 if not _is_float(x) or (t in STEP_FUNCTIONS and act.dtype != torch.int8):
@@ -325,9 +329,7 @@ class TosaQuantizer(Quantizer):
                 v = n.args[SCATTER[t]]
                 if not _is_float(x) or not isinstance(v, fx.Node) or not _is_float(v):
                     continue
-                ins[x] = act
-                if v is not x:  # (one edge, see above)
-                    ins[v] = SharedQuantizationSpec((x, n))
+                _share_with_first(ins, [x, v], n, act)
                 out = SharedQuantizationSpec((x, n))
             elif t in GATHER_WEIGHT:
                 w = n.args[0]

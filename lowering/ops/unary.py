@@ -255,11 +255,15 @@ def floor_ceil(em, node, x, out):
 @unary_function(aten.trunc.default, aten.fix.default, step=True)
 def trunc(em, node, x, out):
     """Toward zero: CEIL below zero, FLOOR elsewhere."""
-    if _integer_identity(em, x, out):
-        return
+    if not _integer_identity(em, x, out):
+        _toward_zero(em, node, x, "fp", out)
+
+
+def _toward_zero(em, node, x, suffix: str, out: str | None = None) -> str:
+    """FP ``trunc(x)``: CEIL below zero, FLOOR elsewhere."""
     negative = compare(em, "GREATER", fp_const(em, node, 0.0, "zero"), x, "neg")
-    select(em, negative, fp_unary(em, "CEIL", x, "ceil"), fp_unary(em, "FLOOR", x, "floor"), "fp",
-           out=out)
+    return select(em, negative, fp_unary(em, "CEIL", x, "ceil"), fp_unary(em, "FLOOR", x, "floor"), suffix,
+                  out=out)
 
 
 #: 2**23: from here on float32 holds only integers
@@ -332,11 +336,8 @@ def exp2(em, node, x, out):
 
 @unary_function(aten.frac.default, step=True)
 def frac(em, node, x, out):
-    """``x - trunc(x)``, with trunc as CEIL below zero and FLOOR elsewhere (exact; NaN and
-    infinities give NaN, as in PyTorch)."""
-    negative = compare(em, "GREATER", fp_const(em, node, 0.0, "zero"), x, "neg")
-    whole = select(em, negative, fp_unary(em, "CEIL", x, "ceil"), fp_unary(em, "FLOOR", x, "floor"), "trunc")
-    fp_binary(em, "SUB", x, whole, "fp", out=out)
+    """``x - trunc(x)`` (exact; NaN and infinities give NaN, as in PyTorch)."""
+    fp_binary(em, "SUB", x, _toward_zero(em, node, x, "trunc"), "fp", out=out)
 
 
 @unary_function(aten.special_erfc.default, aten.erfc.default)

@@ -340,4 +340,3 @@ def xlogy(gm, n, b):
     zero_x = b(aten.logical_and.default, b(aten.eq.Tensor, x, const_like(gm, b, 0.0, x, "zero")),
                b(aten.eq.Tensor, y, y))
     return b(aten.where.self, zero_x, const_like(gm, b, 0.0, product, "zero"), product)
-

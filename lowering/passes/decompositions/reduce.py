@@ -21,12 +21,12 @@ def _reduced_dims(dims, rank):
 
 
 def _variance_args(n):
-    """(dims, correction, keepdim) of var/std in any of their overloads."""
-    if n.target in (aten.var.correction, aten.std.correction):
+    """(dims, correction, keepdim) of var/std/var_mean/std_mean in any of their overloads."""
+    if n.target in (aten.var.correction, aten.std.correction, aten.var_mean.correction, aten.std_mean.correction):
         correction = n.kwargs.get("correction")
         return arg(n, 1, "dim"), 1 if correction is None else correction, \
             bool(n.kwargs.get("keepdim", False))
-    if n.target in (aten.var.default, aten.std.default):
+    if n.target in (aten.var.default, aten.std.default, aten.var_mean.default, aten.std_mean.default):
         return None, int(bool(arg(n, 1, "unbiased", True))), False
     return arg(n, 1, "dim"), int(bool(arg(n, 2, "unbiased", True))), bool(arg(n, 3, "keepdim", False))
 
@@ -112,21 +112,9 @@ def var_mean(gm, n, b):
     v = val(x)
     if v is None or not v.is_floating_point():
         return None
-    dims_arg, correction, keepdim = _variance_args(_as_variance(n))
+    dims_arg, correction, keepdim = _variance_args(n)
     dims = _reduced_dims(dims_arg, v.dim())
     std = n.target in (aten.std_mean.correction, aten.std_mean.dim, aten.std_mean.default)
     spread = b(aten.std.correction if std else aten.var.correction, x, dims, correction=correction, keepdim=keepdim)
     return tuple_outputs(n, [spread, b(aten.mean.dim, x, dims, keepdim)])
 
-
-#: var_mean / std_mean overload -> the var overload of the same arguments
-_VARIANCE_FORM = {aten.var_mean.correction: aten.var.correction, aten.std_mean.correction: aten.var.correction,
-                  aten.var_mean.dim: aten.var.dim, aten.std_mean.dim: aten.var.dim,
-                  aten.var_mean.default: aten.var.default, aten.std_mean.default: aten.var.default}
-
-
-class _as_variance:  # noqa: N801  (stands in for the node in _variance_args)
-    """``n`` seen as the var overload of the same arguments (for :func:`_variance_args`)."""
-
-    def __init__(self, n) -> None:
-        self.target, self.args, self.kwargs = _VARIANCE_FORM[n.target], n.args, n.kwargs
