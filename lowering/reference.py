@@ -112,8 +112,10 @@ class _Run(fx.Interpreter):
     def _record(self, n: fx.Node, out: torch.Tensor) -> None:
         kind = qdq_kind(n.target) if n.op == "call_function" else ""
         if not kind:
+            # A copy either way: a later in-place op of the graph (``add_``, ``relu_``) writes
+            # into this very tensor, and ``.double()`` of a float64 one is the tensor itself.
             arr = out.detach()
-            self.record.values[n.name] = arr.double().numpy() if arr.is_floating_point() else arr.numpy().copy()
+            self.record.values[n.name] = (arr.double() if arr.is_floating_point() else arr).numpy().copy()
         elif kind == "q" and "per_tensor" in str(n.target) and n.args and hasattr(n.args[0], "name"):
             self.record.own_quantization[n.args[0].name] = (
                 out.detach().numpy().astype(np.int64), float(n.args[1]), int(n.args[2]))
@@ -165,6 +167,31 @@ class _Run(fx.Interpreter):
         if not kept[1]:
             del self.torch_values[src]
         return (kept[0], *args[1:])
+
+
+def _renames(float_model: fx.GraphModule | None, quantized_model: fx.GraphModule | None) -> dict[str, str]:
+    """See :meth:`TorchReference.float_renames`."""
+    if float_model is None or quantized_model is None:
+        return {}
+
+    def key(n: fx.Node) -> tuple:
+        return n.target, n.meta.get("orig_node", n.name)
+
+    float_nodes = [n for n in float_model.graph.nodes if n.op == "call_function"]
+    fq_nodes = [n for n in quantized_model.graph.nodes if n.op == "call_function" and not qdq_kind(n.target)]
+    float_names = {n.name for n in float_model.graph.nodes}
+    fq_names = {n.name for n in quantized_model.graph.nodes}
+    unclaimed: dict[tuple, list[str]] = {}
+    for n in fq_nodes:
+        if n.name not in float_names:
+            unclaimed.setdefault(key(n), []).append(n.name)
+    renames = {}
+    for n in float_nodes:
+        if n.name not in fq_names:
+            names = unclaimed.get(key(n))
+            if names:
+                renames[n.name] = names.pop(0)
+    return renames
 
 
 def _as_tensors(inputs: Iterable[Any]) -> list[Any]:
@@ -252,19 +279,48 @@ class TorchReference:
     def _model(self, fake_quant: bool) -> fx.GraphModule | None:
         return self.quantized_model if fake_quant else self.float_model
 
+    def float_renames(self) -> dict[str, str]:
+        """Float-model node name -> the fake-quant model's name of the same node, where the two differ.
+
+        Quantization rebuilds some nodes under new names (an ``add_`` with a Python number,
+        functionalized to ``add_tensor`` in the float model, comes out of ``prepare_pt2e`` as
+        ``add_tensor_1`` with its number made a constant). Every answer about the float model
+        uses the fake-quant model's names, which the TOSA provenance uses too: a node that
+        exists under one name only is paired with the unclaimed node of the other model that
+        has the same target and the same source node (``meta["orig_node"]``), in graph order.
+
+        Example:
+            >>> import lowering
+            >>> m = torch.nn.Sequential(torch.nn.Linear(4, 3)).eval()
+            >>> lowering.lower(m, (torch.randn(2, 4),)).torch_reference().float_renames()
+            {}
+        """
+        renames = self.__dict__.get("_renames")
+        if renames is None:
+            renames = self.__dict__["_renames"] = _renames(self.float_model, self.quantized_model)
+        return renames
+
     def capture(self, inputs: Sequence[Any], *, fake_quant: bool) -> Capture:
-        """Node values of the fake-quant model (in float64) or the float model (as exported)."""
+        """Node values of the fake-quant model (in float64) or the float model (as exported; its
+        nodes by their fake-quant names, see :meth:`float_renames`)."""
         gm = self._model(fake_quant)
-        return capture(gm, inputs, f64=fake_quant) if gm is not None else Capture()
+        if gm is None:
+            return Capture()
+        record = capture(gm, inputs, f64=fake_quant)
+        renames = {} if fake_quant else self.float_renames()
+        if renames:
+            record.values = {renames.get(k, k): v for k, v in record.values.items()}
+        return record
 
     def output_nodes(self, *, fake_quant: bool = False) -> list[str]:
-        """Names of the nodes the model returns, in output order."""
+        """Names of the nodes the model returns, in output order (fake-quant names)."""
         gm = self._model(fake_quant)
         if gm is None:
             return []
         out = gm.graph.output_node().args[0]
         out = list(out) if isinstance(out, (list, tuple)) else [out]
-        return [getattr(n, "name", "") for n in out]
+        renames = {} if fake_quant else self.float_renames()
+        return [renames.get(name, name) for name in (getattr(n, "name", "") for n in out)]
 
     def folded_chains(self, owners: set[str], *, fake_quant: bool) -> dict[str, str]:
         """Node name -> the node whose value the node's TOSA tensor holds.
@@ -273,12 +329,17 @@ class TorchReference:
         the lowering) and keeps the shape; stops at quantize/dequantize nodes.
         """
         gm = self._model(fake_quant)
+        renames = {} if fake_quant else self.float_renames()
+
+        def name(n: fx.Node) -> str:
+            return renames.get(n.name, n.name)
+
         out: dict[str, str] = {}
         for node in gm.graph.nodes if gm is not None else ():
             cur = node
             for _ in range(8):
                 users = list(cur.users)
-                if len(users) != 1 or users[0].name in owners or users[0].op != "call_function" \
+                if len(users) != 1 or name(users[0]) in owners or users[0].op != "call_function" \
                         or qdq_kind(users[0].target):
                     break
                 nxt = users[0]
@@ -287,7 +348,7 @@ class TorchReference:
                     break
                 cur = nxt
             if cur is not node:
-                out[node.name] = cur.name
+                out[name(node)] = name(cur)
         return out
 
     def layouts(self) -> dict[str, Any]:

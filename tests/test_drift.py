@@ -85,6 +85,42 @@ def test_layer_sqnr_matches_a_direct_computation_from_torch_activations(conv_fc)
     assert out.total.sqnr_db == pytest.approx(_sqnr(model(*x).detach().numpy(), t_out), rel=1e-9)
 
 
+class InPlaceAfterRelu(torch.nn.Module):
+    """In-place ops with Python numbers after a fused conv + ReLU: quantization rebuilds the
+    ``add_`` / ``mul_`` nodes under new names (their numbers made constants)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.relu = torch.nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        y = self.relu(self.conv(x))
+        y += 1.5
+        y.mul_(0.5)
+        return torch.nn.functional.hardswish(y).mean((2, 3))
+
+
+def test_rows_after_in_place_ops_compare_with_their_own_float_values():
+    """Each row's float value is the float model's value of that very node, as forward hooks
+    and plain arithmetic recompute it (it was once the value three in-place ops later)."""
+    torch.manual_seed(0)
+    model = InPlaceAfterRelu().eval()
+    gen = torch.Generator().manual_seed(5)
+    x = (torch.randn(1, 3, 8, 8, generator=gen),)
+    lm = lowering.lower(model, x, calibration=[(torch.randn(1, 3, 8, 8, generator=gen),) for _ in range(4)] + [x])
+    relu = torch.relu(model.conv(x[0])).detach()
+    expected = {"conv2d": relu, "add": relu + 1.5, "mul": (relu + 1.5) * 0.5}
+    captured = tosa_verify.run(lm.tosa, lm.quantize_inputs(*x), capture=True).tensors
+    report = tosa_verify.drift(lm, x, local=False, rounding=False)
+    for prefix, value in expected.items():
+        (row,) = [r for r in report.rows if r.torch_node.startswith(prefix) and r.alias_of is None]
+        f = value.permute(0, 2, 3, 1).numpy().astype(np.float64)
+        t = _dequant(lm, row.tensor, captured[row.tensor])
+        assert row.total.sqnr_db == pytest.approx(_sqnr(f, t), rel=1e-9), prefix
+        assert row.total.sqnr_db > 30, prefix
+
+
 def test_fake_quant_column_is_the_fake_quant_models_own_value(mlp):
     model, x, lm = mlp
     report = tosa_verify.drift(lm, x, local=False, rounding=False)
