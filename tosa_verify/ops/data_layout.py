@@ -152,6 +152,18 @@ def _reshape_checks(call: OpCall) -> tuple[int, ...]:
 @register("REVERSE")
 def reverse(call: OpCall) -> list[np.ndarray]:
     """REVERSE: reverse the order of elements along ``axis``."""
+    return [np.ascontiguousarray(np.flip(call.inputs[0], axis=_reverse_checks(call)))]
+
+
+@register_prepare("REVERSE")
+def prepare_reverse(call: OpCall):
+    """REVERSE with its (static) checks made once."""
+    axis = _reverse_checks(call)
+    return lambda run: [np.flip(run.inputs[0], axis=axis).copy()]  # a C-contiguous copy, as above
+
+
+def _reverse_checks(call: OpCall) -> int:
+    """The ERROR_IFs of REVERSE; returns ``axis``."""
     call.check_arity(1, 1)
     check_same_dtype(call, _layout_types(call), 0)
     shape = tuple(call.input_decls[0].shape)
@@ -159,7 +171,7 @@ def reverse(call: OpCall) -> list[np.ndarray]:
     call.error_if(tuple(call.out_shape()) != shape, "shape(output) != shape(input1)")
     axis = int(call.attrs.get("axis", 0))
     call.error_if(axis < 0 or axis >= len(shape), "axis < 0 || axis >= rank(shape)")
-    return [np.ascontiguousarray(np.flip(call.inputs[0], axis=axis))]
+    return axis
 
 
 @register("SLICE", operands=("input1", "start", "size"))
@@ -206,6 +218,20 @@ def _slice_checks(call: OpCall) -> tuple[slice, ...]:
 @register("TILE", operands=("input1", "multiples"))
 def tile(call: OpCall) -> list[np.ndarray]:
     """TILE: replicate ``input1`` ``multiples[i]`` times along each dimension i."""
+    return [np.tile(call.inputs[0], _tile_checks(call))]
+
+
+@register_prepare("TILE")
+def prepare_tile(call: OpCall):
+    """TILE with constant ``multiples``: every check once; a run only tiles."""
+    if len(call.inputs) != 2 or call.inputs[1] is None:
+        return None
+    multiples = tuple(_tile_checks(call))
+    return lambda run: [np.tile(run.inputs[0], multiples)]
+
+
+def _tile_checks(call: OpCall):
+    """The ERROR_IFs of TILE (declarations and the multiples operand); returns ``multiples``."""
     call.check_arity(2, 1)
     check_same_dtype(call, _layout_types(call), 0)
     in_shape = tuple(call.input_decls[0].shape)
@@ -218,7 +244,7 @@ def tile(call: OpCall) -> list[np.ndarray]:
         call.error_if(
             in_shape[i] * multiples[i] != out_shape[i], "shape1[i] * multiples[i] != shape[i]"
         )
-    return [np.tile(call.inputs[0], multiples)]
+    return multiples
 
 
 @register("TRANSPOSE")

@@ -376,6 +376,9 @@ def _mul_values(call: OpCall, a: np.ndarray, b: np.ndarray, shift: int) -> list[
     return [_out(wrap(product, "INT32"), call)]
 
 
+_POW_TYPES = tuple((t,) * 3 for t in FP_TYPES)
+
+
 @register("POW", compliance=PRECOMPUTED)
 def pow_(call: OpCall) -> list[np.ndarray]:
     """POW: ``input1 ** input2`` for floats.
@@ -383,7 +386,31 @@ def pow_(call: OpCall) -> list[np.ndarray]:
     REQUIREs (data-dependent, as in the reference model): input1 >= 0, input1 > 0 or
     input2 > 0, no NaN, both finite.
     """
-    a, b, dt = _binary(call, tuple((t,) * 3 for t in FP_TYPES))
+    a, b, dt = _binary(call, _POW_TYPES)
+    return [_pow_values(call, a, b, dt)]
+
+
+@register_prepare("POW")
+def prepare_pow(call: OpCall):
+    """POW with the (static) arity, type and broadcast checks made once; a run makes the data
+    REQUIREs and computes (numpy's broadcasting equals the spec's once the ranks match)."""
+    _binary_checks(call, _POW_TYPES)
+    check_broadcast(call, 0, 1)
+    dt = call.in_dtype(0)
+
+    def pow_kernel(run: OpCall) -> list[np.ndarray]:
+        # every REQUIRE in one pass (NaN is not finite); a failing element sends the run through
+        # the ordered checks, which name the first REQUIRE it breaks (a run ignores float warnings)
+        x, y = to_f64(run.inputs[0]), to_f64(run.inputs[1])
+        if not (np.isfinite(x) & np.isfinite(y) & (x >= 0) & ((x > 0) | (y > 0))).all():
+            return [_pow_values(run, run.inputs[0], run.inputs[1], dt)]
+        return [round_to_float(np.power(x, y), dt)]
+
+    return pow_kernel
+
+
+def _pow_values(call: OpCall, a: np.ndarray, b: np.ndarray, dt: str) -> np.ndarray:
+    """POW's REQUIREs and its value: the float64 power rounded once to ``dt``."""
     x, y = to_f64(a), to_f64(b)
     with np.errstate(invalid="ignore"):
         call.require(not np.any(x < 0), "value1 >= 0")
@@ -393,7 +420,7 @@ def pow_(call: OpCall) -> list[np.ndarray]:
     call.require(not np.any(np.isnan(x) | np.isnan(y)), "!isNaN(value1) && !isNaN(value2)")
     call.require(np.all(np.isfinite(x) & np.isfinite(y)), "is_finite(value1) && is_finite(value2)")
     with np.errstate(all="ignore"):  # overflow to inf is the correctly rounded result
-        return [round_to_float(np.power(x, y), dt)]
+        return round_to_float(np.power(x, y), dt)
 
 
 _TABLE_TYPES = (("INT8", "INT8", "INT8"), ("INT16", "INT16", "INT32"))

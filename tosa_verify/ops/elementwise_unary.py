@@ -159,6 +159,38 @@ def negate(call: OpCall) -> list[np.ndarray]:
     accumulates in int32, so ``0 - INT32_MIN`` is a REQUIRE failure; int8/int16 accumulate
     in int32 without overflow and saturate at the end.
     """
+    dt, in_zp, out_zp = _negate_checks(call)
+    x = np.asarray(call.inputs[0])
+    if dt in FP_TYPES:
+        # zero points are zero here, so the result is the exact sign flip (NaN stays NaN)
+        return [np.negative(x)]
+    if dt == "INT64":  # zero points are 0 here: acc_t is i64_t, only 0 - INT64_MIN overflows
+        return [_int64.negate_abs(call, x, negate=True)]
+    return [_negate_int(call, x, dt, in_zp, out_zp)]
+
+
+@register_prepare("NEGATE")
+def prepare_negate(call: OpCall):
+    """NEGATE with constant zero points: every declaration check once; a run computes (int32
+    with its data REQUIRE). INT64 keeps the op function."""
+    if len(call.inputs) != 3 or call.inputs[1] is None or call.inputs[2] is None:
+        return None
+    dt, in_zp, out_zp = _negate_checks(call)
+    if dt in FP_TYPES:
+        return lambda run: [np.negative(run.inputs[0])]
+    if dt == "INT64":
+        return None
+    if dt == "INT8":
+        # every int8 value's result, computed once by the op's own arithmetic, indexed by the
+        # value's bit pattern: a run is one take
+        values = np.arange(256, dtype=np.uint8).view(np.int8)
+        table = _negate_int(call, values, dt, in_zp, out_zp)
+        return lambda run: [table.take(run.inputs[0].view(np.uint8))]
+    return lambda run: [_negate_int(run, run.inputs[0], dt, in_zp, out_zp)]
+
+
+def _negate_checks(call: OpCall) -> tuple[str, int, int]:
+    """The ERROR_IFs of NEGATE (declarations and zero points); returns (type, input1_zp, output_zp)."""
     call.check_arity(3, 1)
     call.check_types(_int64.with_int64(call, _NEGATE_TYPES, ("INT64",) * 4))
     check_same_shape(call)
@@ -175,12 +207,12 @@ def negate(call: OpCall) -> list[np.ndarray]:
         call.fail(f"!is_same<in_out_t,i8_t>() && input1_zp != 0 ({in_zp})")
     if dt != "INT8" and out_zp != 0:
         call.fail(f"!is_same<in_out_t,i8_t>() && output_zp != 0 ({out_zp})")
-    x = np.asarray(call.inputs[0])
-    if dt in FP_TYPES:
-        # zero points are zero here, so the result is the exact sign flip (NaN stays NaN)
-        return [np.negative(x)]
-    if dt == "INT64":  # zero points are 0 here: acc_t is i64_t, only 0 - INT64_MIN overflows
-        return [_int64.negate_abs(call, x, negate=True)]
+    return dt, in_zp, out_zp
+
+
+def _negate_int(call: OpCall, x: np.ndarray, dt: str, in_zp, out_zp) -> np.ndarray:
+    """NEGATE of an INT8/INT16/INT32 ``x`` in int64, saturated to ``dt``; int32 REQUIREs the
+    negation fits its int32 accumulator."""
     value = x.astype(I64) - I64(in_zp)
     if dt == "INT32":
         # acc_t is int32: apply_sub_s(0, value) REQUIREs the negation fits
@@ -191,7 +223,7 @@ def negate(call: OpCall) -> list[np.ndarray]:
         )
     lo, hi = int_range(dt)
     result = clip_ufunc(-value + I64(out_zp), lo, hi)
-    return [result.astype(dtype_info(dt).working)]
+    return result.astype(dtype_info(dt).working)
 
 
 @register("RECIPROCAL", compliance=ulp(1.0))

@@ -139,6 +139,19 @@ def reduce_product(call: OpCall) -> list[np.ndarray]:
     return [round_to_float(product, call.out_dtype())]
 
 
+@register_prepare("REDUCE_ALL", "REDUCE_ANY", "REDUCE_PRODUCT")
+def prepare_reduce_logical_product(call: OpCall):
+    """REDUCE_ALL / REDUCE_ANY / REDUCE_PRODUCT with their (static) checks made once."""
+    if call.op == "REDUCE_PRODUCT":
+        _, axis = _reduce_checks(call, _FLOATS)
+        dtype = call.out_dtype()
+        return lambda run: [round_to_float(np.prod(run.inputs[0].astype(np.float64), axis=axis, keepdims=True),
+                                           dtype)]
+    _, axis = _reduce_checks(call, ("BOOL",))
+    reduce = np.all if call.op == "REDUCE_ALL" else np.any
+    return lambda run: [reduce(run.inputs[0], axis=axis, keepdims=True)]
+
+
 @register("REDUCE_SUM", compliance=DOT_PRODUCT, kernel_size=axis_dim)
 def reduce_sum(call: OpCall) -> list[np.ndarray]:
     """REDUCE_SUM: sum along ``axis``; INT32 exact with the spec's per-step overflow REQUIRE."""

@@ -13,7 +13,7 @@ from ..dtypes import BLOCK_SCALED, dtype_info
 from ._int64 import int64_if_11
 from ._layout_support import check_rank
 from ._mx import MX_ELEMENT_TYPES, SCALE_TYPE, block_size, scale_shape
-from .registry import OpCall, register
+from .registry import OpCall, register, register_prepare
 
 #: in_out_t of TOSA 1.0.2 plus BOOL: BOOL arrives with TOSA 1.1, but tosa_reference_model and the
 #: tosa-tools conformance generator already accept it in 1.0 graphs; the op only moves values.
@@ -34,6 +34,32 @@ def _indices(call: OpCall, i: int, n: int, k: int) -> np.ndarray:
 @register("GATHER", operands=("values", "indices"))
 def gather(call: OpCall) -> list[np.ndarray]:
     """GATHER: ``output[n, w, c] = values[n, indices[n, w], c]``."""
+    n, k, _ = _gather_checks(call)
+    idx = _indices(call, 1, n, k)
+    # Vectorized row gather: the index broadcasts over channels.
+    return [np.take_along_axis(call.inputs[0], idx[:, :, None], axis=1)]
+
+
+@register_prepare("GATHER")
+def prepare_gather(call: OpCall):
+    """GATHER with its declaration checks made once; constant indices (an embedding table's
+    look-up of fixed rows) are checked once too and become one row ``take`` per run."""
+    n, k, c = _gather_checks(call)
+    if call.inputs[1] is None:
+        def gather_kernel(run: OpCall) -> list[np.ndarray]:
+            idx = _indices(run, 1, n, k)
+            return [np.take_along_axis(run.inputs[0], idx[:, :, None], axis=1)]
+
+        return gather_kernel
+    idx = _indices(call, 1, n, k)
+    w = idx.shape[1]
+    # row (b, idx[b, j]) of the [N*K, C] view of values, for every output row (b, j)
+    rows = (np.arange(n, dtype=np.int64)[:, None] * k + idx).reshape(-1)
+    return lambda run: [run.inputs[0].reshape(n * k, c).take(rows, axis=0).reshape(n, w, c)]
+
+
+def _gather_checks(call: OpCall) -> tuple[int, int, int]:
+    """The declaration ERROR_IFs of GATHER; returns (N, K, C)."""
     call.check_arity(2, 1)
     dtype = call.out_dtype()
     if dtype not in (*GATHER_TYPES, *int64_if_11(call)):
@@ -50,9 +76,7 @@ def gather(call: OpCall) -> list[np.ndarray]:
     call.error_if(indices_shape[0] != n, "shape(indices)[0] != N")
     if out_shape != (n, w, c):
         call.fail(f"shape(output) {list(out_shape)} != [N, W, C] = {[n, w, c]}")
-    idx = _indices(call, 1, n, k)
-    # Vectorized row gather: the index broadcasts over channels.
-    return [np.take_along_axis(call.inputs[0], idx[:, :, None], axis=1)]
+    return n, k, c
 
 
 @register("SCATTER", operands=("values_in", "indices", "input"))
