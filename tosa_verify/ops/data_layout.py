@@ -158,8 +158,9 @@ def reverse(call: OpCall) -> list[np.ndarray]:
 @register_prepare("REVERSE")
 def prepare_reverse(call: OpCall):
     """REVERSE with its (static) checks made once."""
-    axis = _reverse_checks(call)
-    return lambda run: [np.flip(run.inputs[0], axis=axis).copy()]  # a C-contiguous copy, as above
+    # np.flip's view as a slice made once (np.flip normalizes its axis on every call)
+    backwards = (slice(None),) * _reverse_checks(call) + (slice(None, None, -1),)
+    return lambda run: [run.inputs[0][backwards].copy()]  # a C-contiguous copy, as above
 
 
 def _reverse_checks(call: OpCall) -> int:
