@@ -16,8 +16,9 @@ from .base import GraphPass, PassContext
 #: of the sum quantized to zero).
 BOUND = 256.0
 _LIMIT = float(torch.finfo(torch.float32).max)
-#: Ops whose float arguments are bounds, left alone.
-_BOUNDS = re.compile(r"clamp|clip|hardtanh|nan_to_num")
+#: Ops whose float arguments are bounds, or a norm's order (``ord=inf``: the max of ``|x|``, a
+#: mode, not a value), left alone.
+_BOUNDS = re.compile(r"clamp|clip|hardtanh|nan_to_num|norm")
 
 
 def _bounded(value):

@@ -4,7 +4,9 @@ operands, shifts by a number, attention with computed projection weights, fill a
 a linear called several times (its shared bias); and ops a user's model brings that ExecuTorch's
 Arm backend does not take: log_sigmoid, hardshrink / softshrink, rrelu in eval mode, exp2, frac,
 erfc, nan_to_num (one TABLE each in INT), lerp, addcmul / addcdiv, hypot, logaddexp, xlogy,
-var_mean / std_mean, outer and diff (decompositions). FP is checked against PyTorch, INT within
+var_mean / std_mean, outer and diff (decompositions), kron, tensordot, take_along_dim, diag of
+a vector, diag_embed, the inf-norm, cross, deg2rad, addmv and einsum traces (PyTorch's own
+decompositions). FP is checked against PyTorch, INT within
 one quantization step of the fake-quant model (and int16 for the continuous functions of the
 latter group); every case must lower whole."""
 
@@ -150,6 +152,18 @@ BEYOND_EXECUTORCH = {
     "diff_last": (Fn(torch.diff), (_randn2(3, 7),)),
     "xlogy": (Fn(lambda x, y: torch.xlogy(x * (x > 0), y.abs() + 0.1)), (_randn2(3, 5), _randn2(3, 5))),
     "diff_twice_dim0_prepend": (Fn(lambda x, p: torch.diff(x, n=2, dim=0, prepend=p)), (_randn2(4, 3), _randn2(1, 3))),
+    # PyTorch's own decompositions (lowering.passes.decompositions.composite)
+    "kron": (Fn(torch.kron), (_randn2(2, 3), _randn2(3, 2))),
+    "tensordot": (Fn(lambda a, b: torch.tensordot(a, b, dims=([1, 2], [0, 1]))), (_randn2(2, 3, 4), _randn2(3, 4, 5))),
+    "take_along_dim": (Fn(lambda x: torch.take_along_dim(x, torch.tensor([[2, 0, 3], [1, 1, 0]]), -1)),
+                       (_randn2(2, 4),)),
+    "diag_of_vector": (Fn(lambda x: torch.diag(x) + 1), (_randn2(5),)),
+    "diag_embed": (Fn(torch.diag_embed), (_randn2(2, 4),)),
+    "norm_inf": (Fn(lambda x: torch.linalg.norm(x, ord=float("inf"), dim=-1)), (_randn2(3, 6),)),
+    "cross": (Fn(lambda a, b: torch.linalg.cross(a, b, dim=-1)), (_randn2(2, 4, 3), _randn2(2, 4, 3))),
+    "deg2rad": (Fn(lambda x: torch.deg2rad(x * 90)), (_randn2(3, 5),)),
+    "addmv": (Fn(torch.addmv), (_randn2(3), _randn2(3, 4), _randn2(4))),
+    "einsum_trace": (Fn(lambda x: torch.einsum("bii->b", x)), (_randn2(2, 4, 4),)),
 }
 CASES.update(BEYOND_EXECUTORCH)
 
@@ -260,3 +274,17 @@ def test_training_rrelu_stays_on_the_cpu():
     """rrelu's training-mode slopes are random: no TOSA graph can reproduce them."""
     lm = lowering.lower(Fn(lambda x: F.rrelu(x, training=True)).eval(), (_randn2(2, 3),), profile="FP")
     assert [c.target for c in lm.cpu_nodes] == ["aten.rrelu.default"]
+
+
+@pytest.mark.parametrize("order", [float("inf"), -float("inf")])
+def test_int_inf_norm_is_the_extreme_magnitude(order):
+    """ord=+-inf is the max / min of |x| in INT too (the INT pass bounding infinite scalars once
+    made it ord=256: a pow graph the reference model reports UNPREDICTABLE)."""
+    model = Fn(lambda x: torch.linalg.vector_norm(x, ord=order, dim=-1)).eval()
+    x = _randn2(4, 7)
+    lm = lowering.lower(model, (x,), quantization=QuantConfig(), calibration=[(x,)])
+    assert lm.cpu_nodes == [] and "POW" not in lm.op_counts
+    expected = x.abs().amax(-1) if order > 0 else x.abs().amin(-1)
+    (out,) = lm.run(x)
+    step = float(x.abs().max()) / 127
+    torch.testing.assert_close(out, expected, atol=2 * step, rtol=0)

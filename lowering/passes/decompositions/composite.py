@@ -17,11 +17,18 @@ aten = torch.ops.aten
 #: ops with no emitter of their own whose PyTorch decomposition lowers
 COMPOSITE_OPS = (aten.einsum.default, aten.swapaxes.default, aten.swapdims.default,
                  aten.movedim.int, aten.movedim.intlist, aten.moveaxis.int, aten.to.device,
-                 aten.cosine_similarity.default)
+                 aten.cosine_similarity.default, aten.kron.default, aten.tensordot.default,
+                 aten.take_along_dim.default, aten.diag.default, aten.linalg_norm.default)
 #: ops with a kernel of their own (so no implicit decomposition) whose registered PyTorch
 #: decomposition (``torch._decomp``) is made of ops we lower: F.threshold, F.unfold (im2col),
-#: F.affine_grid (F.fold's col2im: :mod:`.fold`)
-TABLE_DECOMPOSED_OPS = (aten.threshold.default, aten.im2col.default, aten.affine_grid_generator.default)
+#: F.affine_grid (F.fold's col2im: :mod:`.fold`), torch.linalg.cross, deg2rad, diagonal (einsum's
+#: traces), diag_embed, addmv. (Not isclose, count_nonzero, heaviside, trace, cumprod, bilinear,
+#: pairwise_distance: their pieces would not all lower, and a CPU piece inside one op's
+#: decomposition leaves a partition boundary with no PyTorch node; nor copysign, signbit,
+#: round(decimals): decomposed into prims.)
+TABLE_DECOMPOSED_OPS = (aten.threshold.default, aten.im2col.default, aten.affine_grid_generator.default,
+                        aten.linalg_cross.default, aten.deg2rad.default, aten.diagonal.default,
+                        aten.diag_embed.default, aten.addmv.default)
 
 
 #: ops that only copy (the decomposition clones before an in-place op, made functional here)
