@@ -1,5 +1,5 @@
 """Prepared SLICE, PAD, GREATER/GREATER_EQUAL/EQUAL, SELECT, MAXIMUM/MINIMUM, CAST, REVERSE,
-TILE, NEGATE, GATHER, POW and REDUCE_PRODUCT/ALL/ANY (common in one-op graphs):
+TILE, NEGATE, GATHER, POW, REDUCE_PRODUCT/ALL/ANY and RESIZE (common in one-op graphs):
 the plan's kernels, run twice on a loaded graph, against the reference model bit for bit; a
 declaration the checks refuse keeps the op function's error, word for word."""
 
@@ -51,6 +51,8 @@ def _cases() -> dict:
     positive = np.abs(_RNG.standard_normal((3, 4))).astype(np.float32) + 0.25
     flags = _RNG.integers(0, 2, size=(4, 5)).astype(np.bool_)
     flags[:, 0], flags[:, 1] = True, False
+    image8 = _RNG.integers(-128, 128, size=(1, 5, 6, 3)).astype(np.int8)
+    image_f = _RNG.standard_normal((1, 5, 6, 3)).astype(np.float32)
     return {
         "slice": ([x8], _graph(ts.Op.SLICE, [x8], [([3], ts.DType.SHAPE, [1, 2, 0]), ([3], ts.DType.SHAPE, [1, 3, 4])],
                                [1, 3, 4], ts.DType.INT8, "SliceAttribute")),
@@ -81,16 +83,27 @@ def _cases() -> dict:
                                    [3, 4], ts.DType.FP32, "PowAttribute")),
         "reduce_product": ([positive], _graph(ts.Op.REDUCE_PRODUCT, [positive], [], [3, 1], ts.DType.FP32,
                                         "ReduceProductAttribute", 1)),
+        **{f"resize_{name}": ([x], _graph(ts.Op.RESIZE, [x], [([4], ts.DType.SHAPE, scale), ([2], ts.DType.SHAPE, offset),
+                                                          ([2], ts.DType.SHAPE, border)], out, dtype, "ResizeAttribute",
+                                          getattr(ts.ResizeMode, mode)))
+           for name, x, mode, scale, offset, border, out, dtype in (
+               ("nearest_int8", image8, "NEAREST", [4, 2, 4, 2], [-1, -1], [1, 1], [1, 10, 12, 3], ts.DType.INT8),
+               ("bilinear_int8", image8, "BILINEAR", [3, 2, 3, 2], [0, 0], [0, -1], [1, 7, 8, 3], ts.DType.INT32),
+               ("bilinear_fp32", image_f, "BILINEAR", [5, 3, 7, 4], [1, 2], [-1, -1], [1, 7, 9, 3], ts.DType.FP32),
+               ("nearest_fp32", image_f, "NEAREST", [5, 3, 7, 4], [1, 2], [-1, -1], [1, 7, 9, 3], ts.DType.FP32))},
         **{f"reduce_{kind}": ([flags], _graph(getattr(ts.Op, f"REDUCE_{kind.upper()}"), [flags], [], [1, 5], ts.DType.BOOL,
                                               f"Reduce{kind.title()}Attribute", 0))
            for kind in ("all", "any")},
     }
 
 
-#: Float ops whose results the spec bounds rather than fixes (the reference model computes POW
-#: and the product in float32 steps, we in float64 then one rounding): within 2 ulp of it here,
-#: and bit for bit the op function's (test below).
-APPROXIMATE = {"pow", "reduce_product"}
+#: Float ops whose results the spec bounds rather than fixes (the reference model computes POW,
+#: the product and bilinear weights in float32 steps, we in float64 then one rounding), each
+#: bit for bit the op function's (test below): case -> the most ulp from the reference model's
+#: value; RESIZE's weighted sums cancel near zero, so its bound (the spec's is relative to the
+#: largest magnitude) is in ulp of the output's largest element.
+APPROXIMATE = {"pow": 2, "reduce_product": 2, "resize_bilinear_fp32": 4}
+RELATIVE_TO_LARGEST = {"resize_bilinear_fp32"}
 
 
 @pytest.mark.parametrize("case", sorted(_cases()))
@@ -104,8 +117,12 @@ def test_a_prepared_kernel_matches_the_reference_model(case: str) -> None:
         assert ours.dtype == expected.dtype and ours.shape == expected.shape
         bits = f"u{expected.itemsize}" if expected.dtype.kind == "f" else expected.dtype
         if case in APPROXIMATE:
-            ulps = np.abs(ours.view(np.int32).astype(np.int64) - expected.view(np.int32).astype(np.int64))
-            assert ulps.max() <= 2, ulps
+            if case in RELATIVE_TO_LARGEST:
+                error = np.abs(ours.astype(np.float64) - expected).max()
+                assert error <= APPROXIMATE[case] * np.spacing(np.abs(expected).max()), error
+            else:
+                ulps = np.abs(ours.view(np.int32).astype(np.int64) - expected.view(np.int32).astype(np.int64))
+                assert ulps.max() <= APPROXIMATE[case], ulps
         else:
             np.testing.assert_array_equal(ours.view(bits), expected.view(bits))
     step = plan_for(graph.main, graph).steps[-1]

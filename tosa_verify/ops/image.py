@@ -14,7 +14,7 @@ from ..numerics import round_to_float
 from ._layout_support import check_rank, shape_input
 from ._levels import MAX_SCALE
 from .facts import Compliance
-from .registry import OpCall, register
+from .registry import OpCall, register, register_prepare
 
 #: (in_t, out_t) per mode, from the spec's supported data types table.
 _RESIZE_TYPES = {
@@ -65,9 +65,24 @@ def resize(call: OpCall) -> list[np.ndarray]:
 
     Integer BILINEAR returns the weighted sum scaled by ``scale_y_n * scale_x_n`` (exact, no
     division); floating-point modes compute in float64 and round once to the output type.
-    Longer than 80 lines on purpose: it follows the spec's RESIZE pseudocode (ERROR_IFs, index
-    and weight computation, NEAREST and BILINEAR) in one reading, as the conformance tests do.
     """
+    return [_resample(call.inputs[0], _resize_setup(call))]
+
+
+@register_prepare("RESIZE")
+def prepare_resize(call: OpCall):
+    """RESIZE with constant scale, offset and border: every ERROR_IF, the sampling indices and
+    the weights once; a run only gathers and weighs."""
+    if len(call.inputs) != 4 or any(call.inputs[i] is None for i in (1, 2, 3)):
+        return None
+    sampling = _resize_setup(call)
+    return lambda run: [_resample(run.inputs[0], sampling)]
+
+
+def _resize_setup(call: OpCall) -> tuple:
+    """RESIZE's ERROR_IFs, in the spec pseudocode's order, then what a resampling needs of the
+    shapes and attributes (see :func:`_resample`). Longer than 80 lines on purpose: it follows
+    the pseudocode's checks and index and weight computation in one reading."""
     call.check_arity(4, 1)
     mode = call.attrs.get("mode")
     if mode not in _RESIZE_TYPES:
@@ -131,10 +146,9 @@ def resize(call: OpCall) -> list[np.ndarray]:
     if ow != expect_ow:
         call.fail(f"OW != idiv_check((IW - 1) * scale_x_n - offset_x + border_x, scale_x_d) + 1 = {expect_ow}")
 
-    x = call.inputs[0]
     working = dtype_info(out_t).working
     if int(np.prod(out_shape, dtype=np.int64)) == 0:
-        return [np.zeros(out_shape, dtype=working)]
+        return ("EMPTY", out_shape, working)
     iy0, iy1, dy = _axis_positions(oh, ih, scale_y_n, scale_y_d, offset_y)
     ix0, ix1, dx = _axis_positions(ow, iw, scale_x_n, scale_x_d, offset_x)
     rows0, rows1 = iy0[:, None], iy1[:, None]
@@ -146,25 +160,40 @@ def resize(call: OpCall) -> list[np.ndarray]:
         # real-number test).
         rows = np.where(2 * dy >= scale_y_n, iy1, iy0)[:, None]
         cols = np.where(2 * dx >= scale_x_n, ix1, ix0)[None, :]
-        return [np.ascontiguousarray(x[:, rows, cols, :])]
+        return ("NEAREST", rows, cols)
 
     wy = dy[None, :, None, None]
     wx = dx[None, None, :, None]
+    corners = (rows0, cols0, rows1, cols1)
     if out_t in ("INT32", "INT48"):
         # acc = v00*(sy-dy)*(sx-dx) + v01*(sy-dy)*dx + v10*dy*(sx-dx) + v11*dy*dx in int64.
-        # |acc| <= 2**15 * 2**11 * 2**11 = 2**37, and for int8 input <= 2**7 * 2**22 = 2**29 (int32).
-        v = x.astype(np.int64)
+        # |acc| <= 2**15 * 2**11 * 2**11 = 2**37, and for int8 input <= 2**7 * 2**22 = 2**29 (int32):
+        # exact in any order, so each corner's weight is one product made here
         sy, sx = scale_y_n, scale_x_n
-    else:
-        v = x.astype(np.float64)
-        sy = sx = 1.0
-        wy = wy / float(scale_y_n)
-        wx = wx / float(scale_x_n)
-    v00 = v[:, rows0, cols0, :]
-    v01 = v[:, rows0, cols1, :]
-    v10 = v[:, rows1, cols0, :]
-    v11 = v[:, rows1, cols1, :]
-    acc = v00 * (sy - wy) * (sx - wx) + v01 * (sy - wy) * wx + v10 * wy * (sx - wx) + v11 * wy * wx
-    if out_t in ("INT32", "INT48"):
-        return [acc.astype(working)]
-    return [round_to_float(acc, out_t)]
+        weights = ((sy - wy) * (sx - wx), (sy - wy) * wx, wy * (sx - wx), wy * wx)
+        return ("INT", corners, weights, working)
+    # float64, in the order of the formula (two roundings per term, as always computed here)
+    wy = wy / float(scale_y_n)
+    wx = wx / float(scale_x_n)
+    return ("FLOAT", corners, (1.0 - wy, 1.0 - wx, wy, wx), out_t)
+
+
+def _resample(x: np.ndarray, sampling: tuple) -> np.ndarray:
+    """RESIZE of ``x`` by the ``sampling`` of :func:`_resize_setup`."""
+    kind = sampling[0]
+    if kind == "NEAREST":
+        return np.ascontiguousarray(x[:, sampling[1], sampling[2], :])
+    if kind == "EMPTY":
+        return np.zeros(sampling[1], dtype=sampling[2])
+    rows0, cols0, rows1, cols1 = sampling[1]
+    if kind == "INT":
+        w00, w01, w10, w11 = sampling[2]
+        v = x.astype(np.int64)
+        acc = v[:, rows0, cols0, :] * w00 + v[:, rows0, cols1, :] * w01 + v[:, rows1, cols0, :] * w10 \
+            + v[:, rows1, cols1, :] * w11
+        return acc.astype(sampling[3])
+    vy, vx, wy, wx = sampling[2]
+    v = x.astype(np.float64)
+    acc = v[:, rows0, cols0, :] * vy * vx + v[:, rows0, cols1, :] * vy * wx + v[:, rows1, cols0, :] * wy * vx \
+        + v[:, rows1, cols1, :] * wy * wx
+    return round_to_float(acc, sampling[3])
