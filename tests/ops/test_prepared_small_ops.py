@@ -1,5 +1,5 @@
 """Prepared SLICE, PAD, GREATER/GREATER_EQUAL/EQUAL, SELECT, MAXIMUM/MINIMUM, CAST, REVERSE,
-TILE, NEGATE, GATHER, POW, REDUCE_PRODUCT/ALL/ANY and RESIZE (common in one-op graphs):
+TILE, NEGATE, GATHER, POW, REDUCE_PRODUCT/ALL/ANY, RESIZE and TRANSPOSE_CONV2D (common in one-op graphs):
 the plan's kernels, run twice on a loaded graph, against the reference model bit for bit; a
 declaration the checks refuse keeps the op function's error, word for word."""
 
@@ -91,6 +91,16 @@ def _cases() -> dict:
                ("bilinear_int8", image8, "BILINEAR", [3, 2, 3, 2], [0, 0], [0, -1], [1, 7, 8, 3], ts.DType.INT32),
                ("bilinear_fp32", image_f, "BILINEAR", [5, 3, 7, 4], [1, 2], [-1, -1], [1, 7, 9, 3], ts.DType.FP32),
                ("nearest_fp32", image_f, "NEAREST", [5, 3, 7, 4], [1, 2], [-1, -1], [1, 7, 9, 3], ts.DType.FP32))},
+        "transpose_conv_int8": ([image8[:, :4, :5]], _graph(
+            ts.Op.TRANSPOSE_CONV2D, [image8[:, :4, :5]],
+            [([4, 2, 2, 3], ts.DType.INT8, _RNG.integers(-127, 128, size=48).tolist()),
+             ([4], ts.DType.INT32, [5, -70, 0, 1234]), ([1], ts.DType.INT8, [-3]), ([1], ts.DType.INT8, [0])],
+            [1, 8, 10, 4], ts.DType.INT32, "TransposeConv2dAttribute", [0, 0, 0, 0], [2, 2], False, ts.DType.INT32)),
+        "transpose_conv_fp32": ([image_f[:, :3, :3, :2]], _graph(
+            ts.Op.TRANSPOSE_CONV2D, [image_f[:, :3, :3, :2]],
+            [([3, 3, 3, 2], ts.DType.FP32, _RNG.standard_normal(54).astype(np.float32).tolist()),
+             ([3], ts.DType.FP32, [0.5, -1.0, 0.25]), ([1], ts.DType.FP32, [0.0]), ([1], ts.DType.FP32, [0.0])],
+            [1, 6, 7, 3], ts.DType.FP32, "TransposeConv2dAttribute", [1, 0, -1, 1], [1, 2], False, ts.DType.FP32)),
         **{f"reduce_{kind}": ([flags], _graph(getattr(ts.Op, f"REDUCE_{kind.upper()}"), [flags], [], [1, 5], ts.DType.BOOL,
                                               f"Reduce{kind.title()}Attribute", 0))
            for kind in ("all", "any")},
@@ -102,8 +112,8 @@ def _cases() -> dict:
 #: bit for bit the op function's (test below): case -> the most ulp from the reference model's
 #: value; RESIZE's weighted sums cancel near zero, so its bound (the spec's is relative to the
 #: largest magnitude) is in ulp of the output's largest element.
-APPROXIMATE = {"pow": 2, "reduce_product": 2, "resize_bilinear_fp32": 4}
-RELATIVE_TO_LARGEST = {"resize_bilinear_fp32"}
+APPROXIMATE = {"pow": 2, "reduce_product": 2, "resize_bilinear_fp32": 4, "transpose_conv_fp32": 4}
+RELATIVE_TO_LARGEST = {"resize_bilinear_fp32", "transpose_conv_fp32"}
 
 
 @pytest.mark.parametrize("case", sorted(_cases()))

@@ -438,6 +438,28 @@ def transpose_conv2d(call: OpCall) -> list[np.ndarray]:
     ``(iy * stride_y + ky + out_pad_top, ix * stride_x + kx + out_pad_left)``, which is the
     spec's gather with ``y = oy - out_pad_top - ky`` divisible by the stride.
     """
+    return [_transpose_conv_run(call, _transpose_conv_setup(call), {})]
+
+
+@register_prepare("TRANSPOSE_CONV2D")
+def prepare_transpose_conv2d(call: OpCall):
+    """TRANSPOSE_CONV2D with constant weight, bias and zero points: every ERROR_IF once, and
+    the weight arranged for the GEMM once per compute dtype a run's data picks (the exactness
+    bound depends on the input's extremes, so the dtype is still chosen on every run)."""
+    if len(call.inputs) != 5 or any(call.inputs[i] is None for i in (1, 2, 3, 4)):
+        return None
+    geometry = _transpose_conv_setup(call)
+    arranged: dict = {}  # compute dtype -> the GEMM's weight matrix
+
+    @_quiet
+    def transpose_conv_kernel(run: OpCall) -> list[np.ndarray]:
+        return [_transpose_conv_run(run, geometry, arranged)]
+
+    return transpose_conv_kernel
+
+
+def _transpose_conv_setup(call: OpCall) -> tuple:
+    """The ERROR_IFs of TRANSPOSE_CONV2D; returns what a run needs of the declarations."""
     in_dt, w_dt, out_dt, _ = _check_conv_common(call, 2, 4)
     out_pad = _ints(call, "out_pad", 4)
     stride = _ints(call, "stride", 2)
@@ -463,11 +485,20 @@ def transpose_conv2d(call: OpCall) -> list[np.ndarray]:
         "OW != (IW - 1) * stride_x + out_pad_left + out_pad_right + KW",
     )
     bias = _check_bias(call, oc)
+    return in_dt, w_dt, out_dt, (n, ih, iw, ic), (oc, kh, kw), (oh, ow), (pt, pl), (sy, sx), bias
 
+
+def _transpose_conv_run(call: OpCall, geometry: tuple, arranged: dict) -> np.ndarray:
+    """TRANSPOSE_CONV2D of ``call``'s input by the ``geometry`` of :func:`_transpose_conv_setup`;
+    ``arranged`` keeps the weight matrix per compute dtype (empty: made here)."""
+    in_dt, w_dt, out_dt, (n, ih, iw, ic), (oc, kh, kw), (oh, ow), (pt, pl), (sy, sx), bias = geometry
     # Each output sums at most KH * KW * IC products: that is the exactness bound's length.
-    x, w, dt, bound = _conv_operands(call, in_dt, w_dt, call.inputs[1], kh * kw * ic)
-    # One GEMM gives every (pixel, tap, oc) product sum over IC: [N*IH*IW, KH*KW*OC].
-    w_mat = np.moveaxis(w, 0, -1).transpose(2, 0, 1, 3).reshape(ic, kh * kw * oc)
+    x, w, dt, bound = _conv_operands(call, in_dt, w_dt, call.inputs[1], kh * kw * ic, weight_cache=arranged)
+    w_mat = arranged.get(("matrix", dt))
+    if w_mat is None:
+        # One GEMM gives every (pixel, tap, oc) product sum over IC: [N*IH*IW, KH*KW*OC].
+        w_mat = arranged[("matrix", dt)] = np.ascontiguousarray(
+            np.moveaxis(w, 0, -1).transpose(2, 0, 1, 3).reshape(ic, kh * kw * oc))
     contrib = _gemm(x.reshape(-1, ic), w_mat).reshape(n, ih, iw, kh, kw, oc)
     full_h, full_w = (ih - 1) * sy + kh, (iw - 1) * sx + kw
     full = np.zeros((n, full_h, full_w, oc), dtype=dt)
@@ -482,8 +513,8 @@ def transpose_conv2d(call: OpCall) -> list[np.ndarray]:
     if y1 > y0 and x1 > x0:
         acc[:, y0 + pt : y1 + pt, x0 + pl : x1 + pl] = full[:, y0:y1, x0:x1]
     if _is_float(out_dt):
-        return [_finish_float(acc, bias, out_dt)]
-    return [_finish_int(acc, bias, out_dt, bound)]
+        return _finish_float(acc, bias, out_dt)
+    return _finish_int(acc, bias, out_dt, bound)
 
 
 # --------------------------------------------------------------------------------------------
