@@ -82,6 +82,18 @@ TINY_MODELS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], tuple[str
     "where": (_fn(lambda x: torch.where(x > 0, x, x * 0.5)), (1, 16, 16), _FP),
     "slice": (_fn(lambda x: x[:, :, 2:6]), (1, 8, 8), _INT),
     "pad": (_fn(lambda x: nn.functional.pad(x, (1, 1, 1, 1))), _NCHW, _FP),
+    # ops whose kernels came later (NEGATE, RESIZE, TRANSPOSE_CONV2D, TILE, REVERSE, POW,
+    # REDUCE_PRODUCT, GATHER)
+    "neg": (_fn(torch.neg), (1, 16, 16), _BOTH),
+    "upsample_nearest": (lambda: nn.Upsample(scale_factor=2, mode="nearest"), _NCHW, _BOTH),
+    "upsample_bilinear": (lambda: nn.Upsample(scale_factor=2, mode="bilinear"), _NCHW, _BOTH),
+    "conv_transpose": (lambda: nn.ConvTranspose2d(4, 4, 2, stride=2), _NCHW, _BOTH),
+    "repeat": (_fn(lambda x: x.repeat(1, 2, 1, 1)), _NCHW, _BOTH),
+    "flip": (_fn(lambda x: torch.flip(x, [-1])), _NCHW, _BOTH),
+    "pow": (_fn(lambda x: torch.pow(x.abs() + 1, 1.5)), (1, 16, 16), _FP),
+    "prod": (_fn(lambda x: torch.prod(x, dim=-1)), (1, 8, 16), _FP),
+    "index_select": (_fn(lambda x: torch.index_select(x, 1, torch.tensor([0, 2, 4]))), (1, 8, 16), _INT),
+    "floordiv": (_fn(lambda x: torch.floor_divide(x, 3.0)), (1, 16, 16), _FP),
 }
 
 

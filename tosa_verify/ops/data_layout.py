@@ -126,10 +126,16 @@ def reshape(call: OpCall) -> list[np.ndarray]:
 @register_prepare("RESHAPE")
 def prepare_reshape(call: OpCall):
     """RESHAPE with a constant shape operand: every check once; a run only reshapes."""
+    shape = _checked_if_constant(call, _reshape_checks)
+    return None if shape is None else lambda run: [run.inputs[0].reshape(shape)]  # (the method: no dispatch)
+
+
+def _checked_if_constant(call: OpCall, checks) -> tuple | None:
+    """``checks(call)`` as a tuple when the op's second (SHAPE) operand is a constant, the
+    prepare of RESHAPE and TILE; None (keep the op function) when it is computed."""
     if len(call.inputs) != 2 or call.inputs[1] is None:
         return None
-    shape = tuple(_reshape_checks(call))
-    return lambda run: [run.inputs[0].reshape(shape)]  # (the method: no dispatch wrapper)
+    return tuple(checks(call))
 
 
 def _reshape_checks(call: OpCall) -> tuple[int, ...]:
@@ -225,10 +231,8 @@ def tile(call: OpCall) -> list[np.ndarray]:
 @register_prepare("TILE")
 def prepare_tile(call: OpCall):
     """TILE with constant ``multiples``: every check once; a run only tiles."""
-    if len(call.inputs) != 2 or call.inputs[1] is None:
-        return None
-    multiples = tuple(_tile_checks(call))
-    return lambda run: [np.tile(run.inputs[0], multiples)]
+    multiples = _checked_if_constant(call, _tile_checks)
+    return None if multiples is None else lambda run: [np.tile(run.inputs[0], multiples)]
 
 
 def _tile_checks(call: OpCall):
