@@ -5,7 +5,7 @@ a linear called several times (its shared bias); and ops a user's model brings t
 Arm backend does not take: log_sigmoid, hardshrink / softshrink, rrelu in eval mode, exp2, frac,
 erfc, nan_to_num (one TABLE each in INT), lerp, addcmul / addcdiv, hypot, logaddexp, xlogy,
 var_mean / std_mean, outer and diff (decompositions), kron, tensordot, take_along_dim, diag of
-a vector, diag_embed, the inf-norm, cross, deg2rad, addmv and einsum traces (PyTorch's own
+a vector or a matrix, trace, diag_embed, the inf-norm, cross, deg2rad, addmv and einsum traces (PyTorch's own
 decompositions). FP is checked against PyTorch, INT within
 one quantization step of the fake-quant model (and int16 for the continuous functions of the
 latter group); every case must lower whole."""
@@ -164,6 +164,8 @@ BEYOND_EXECUTORCH = {
     "deg2rad": (Fn(lambda x: torch.deg2rad(x * 90)), (_randn2(3, 5),)),
     "addmv": (Fn(torch.addmv), (_randn2(3), _randn2(3, 4), _randn2(4))),
     "einsum_trace": (Fn(lambda x: torch.einsum("bii->b", x)), (_randn2(2, 4, 4),)),
+    "diag_of_matrix": (Fn(lambda x: torch.diag(x, 1) * 2), (_randn2(4, 5),)),
+    "trace": (Fn(lambda x: torch.trace(x) + x.sum() * 0.1), (_randn2(4, 4),)),
 }
 CASES.update(BEYOND_EXECUTORCH)
 

@@ -21,14 +21,16 @@ COMPOSITE_OPS = (aten.einsum.default, aten.swapaxes.default, aten.swapdims.defau
                  aten.take_along_dim.default, aten.diag.default, aten.linalg_norm.default)
 #: ops with a kernel of their own (so no implicit decomposition) whose registered PyTorch
 #: decomposition (``torch._decomp``) is made of ops we lower: F.threshold, F.unfold (im2col),
-#: F.affine_grid (F.fold's col2im: :mod:`.fold`), torch.linalg.cross, deg2rad, diagonal (einsum's
-#: traces), diag_embed, addmv. (Not isclose, count_nonzero, heaviside, trace, cumprod, bilinear,
+#: F.affine_grid (F.fold's col2im: :mod:`.fold`), torch.linalg.cross, deg2rad, diagonal and
+#: diagonal_copy (einsum's and diag's), trace, diag_embed, addmv. (Not isclose, count_nonzero,
+#: heaviside, cumprod, bilinear,
 #: pairwise_distance: their pieces would not all lower, and a CPU piece inside one op's
 #: decomposition leaves a partition boundary with no PyTorch node; nor copysign, signbit,
 #: round(decimals): decomposed into prims.)
 TABLE_DECOMPOSED_OPS = (aten.threshold.default, aten.im2col.default, aten.affine_grid_generator.default,
                         aten.linalg_cross.default, aten.deg2rad.default, aten.diagonal.default,
-                        aten.diag_embed.default, aten.addmv.default)
+                        aten.diagonal_copy.default, aten.trace.default, aten.diag_embed.default,
+                        aten.addmv.default)
 
 
 #: ops that only copy (the decomposition clones before an in-place op, made functional here)
