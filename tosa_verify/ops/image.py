@@ -1,11 +1,17 @@
 """Image operators (spec chapter "Image"): RESIZE.
 
 The sampling positions depend only on the output row (y) or column (x), so they are computed once
-per axis as small integer vectors and the four neighbours are gathered with broadcast fancy
-indexing: no per-element Python loop.
+per axis as small integer vectors; the neighbours are then gathered from the input's (H*W) plane
+by one ``np.take`` of a precomputed [corner, OH, OW] index, and weighed by per-corner row and
+column weights: no per-element Python loop. With constant scale, offset and border (the usual
+case) all of that is computed once, by :func:`prepare_resize`, and a run only gathers and weighs.
 """
 
 from __future__ import annotations
+
+import functools
+import operator
+from collections.abc import Callable
 
 import numpy as np
 
@@ -66,23 +72,23 @@ def resize(call: OpCall) -> list[np.ndarray]:
     Integer BILINEAR returns the weighted sum scaled by ``scale_y_n * scale_x_n`` (exact, no
     division); floating-point modes compute in float64 and round once to the output type.
     """
-    return [_resample(call.inputs[0], _resize_setup(call))]
+    return [_resize_setup(call)(call.inputs[0])]
 
 
 @register_prepare("RESIZE")
 def prepare_resize(call: OpCall):
     """RESIZE with constant scale, offset and border: every ERROR_IF, the sampling indices and
-    the weights once; a run only gathers and weighs."""
+    the weights once; a run only gathers and weighs (the op function's resampler, kept)."""
     if len(call.inputs) != 4 or any(call.inputs[i] is None for i in (1, 2, 3)):
         return None
-    sampling = _resize_setup(call)
-    return lambda run: [_resample(run.inputs[0], sampling)]
+    resample = _resize_setup(call)
+    return lambda run: [resample(run.inputs[0])]
 
 
-def _resize_setup(call: OpCall) -> tuple:
-    """RESIZE's ERROR_IFs, in the spec pseudocode's order, then what a resampling needs of the
-    shapes and attributes (see :func:`_resample`). Longer than 80 lines on purpose: it follows
-    the pseudocode's checks and index and weight computation in one reading."""
+def _resize_setup(call: OpCall) -> Callable[[np.ndarray], np.ndarray]:
+    """RESIZE's ERROR_IFs, in the spec pseudocode's order, then the resampler of the input the
+    shapes and attributes define (``resample(input) -> output``). Longer than 80 lines on
+    purpose: it follows the pseudocode's checks and index and weight computation in one reading."""
     call.check_arity(4, 1)
     mode = call.attrs.get("mode")
     if mode not in _RESIZE_TYPES:
@@ -148,52 +154,73 @@ def _resize_setup(call: OpCall) -> tuple:
 
     working = dtype_info(out_t).working
     if int(np.prod(out_shape, dtype=np.int64)) == 0:
-        return ("EMPTY", out_shape, working)
+        return lambda x: np.zeros(out_shape, dtype=working)
     iy0, iy1, dy = _axis_positions(oh, ih, scale_y_n, scale_y_d, offset_y)
     ix0, ix1, dx = _axis_positions(ow, iw, scale_x_n, scale_x_d, offset_x)
-    rows0, rows1 = iy0[:, None], iy1[:, None]
-    cols0, cols1 = ix0[None, :], ix1[None, :]
+    # the input seen as [N, IH*IW, C]: a (row, column) neighbour is one index into its plane
+    plane_shape = (n, ih * iw, c)
 
     if mode == "NEAREST":
         # Integer and float both pick the upper neighbour when the fraction is >= 0.5; comparing
         # 2*d >= scale_n decides that exactly (the spec's float form d/scale_n >= 0.5 is the same
         # real-number test).
-        rows = np.where(2 * dy >= scale_y_n, iy1, iy0)[:, None]
-        cols = np.where(2 * dx >= scale_x_n, ix1, ix0)[None, :]
-        return ("NEAREST", rows, cols)
+        rows = np.where(2 * dy >= scale_y_n, iy1, iy0)
+        cols = np.where(2 * dx >= scale_x_n, ix1, ix0)
+        nearest = rows[:, None] * iw + cols[None, :]
+        return lambda x: np.take(x.reshape(plane_shape), nearest, axis=1)
 
-    wy = dy[None, :, None, None]
-    wx = dx[None, None, :, None]
-    corners = (rows0, cols0, rows1, cols1)
+    # corners in the order of the spec's sum: (y0, x0), (y0, x1), (y1, x0), (y1, x1)
+    corners = np.stack([rows[:, None] * iw + cols[None, :]
+                        for rows, cols in ((iy0, ix0), (iy0, ix1), (iy1, ix0), (iy1, ix1))])
     if out_t in ("INT32", "INT48"):
-        # acc = v00*(sy-dy)*(sx-dx) + v01*(sy-dy)*dx + v10*dy*(sx-dx) + v11*dy*dx in int64.
-        # |acc| <= 2**15 * 2**11 * 2**11 = 2**37, and for int8 input <= 2**7 * 2**22 = 2**29 (int32):
-        # exact in any order, so each corner's weight is one product made here
-        sy, sx = scale_y_n, scale_x_n
-        weights = ((sy - wy) * (sx - wx), (sy - wy) * wx, wy * (sx - wx), wy * wx)
-        return ("INT", corners, weights, working)
-    # float64, in the order of the formula (two roundings per term, as always computed here)
-    wy = wy / float(scale_y_n)
-    wx = wx / float(scale_x_n)
-    return ("FLOAT", corners, (1.0 - wy, 1.0 - wx, wy, wx), out_t)
+        # acc = v00*(sy-dy)*(sx-dx) + v01*(sy-dy)*dx + v10*dy*(sx-dx) + v11*dy*dx, in out_t's
+        # working dtype: |acc| <= 2**15 * 2**11 * 2**11 = 2**37 for int16 input (int64), and
+        # <= 2**7 * 2**22 = 2**29 for int8 input (int32), so every product and partial sum is
+        # exact, in any order.
+        compute = working
+        y_near, y_far = scale_y_n - dy, dy
+        x_near, x_far = scale_x_n - dx, dx
+        finish = None
+    else:
+        # float64, in the order of the formula (two roundings per term, as always computed here),
+        # then one rounding to out_t
+        compute = np.dtype(np.float64)
+        y_far = dy / float(scale_y_n)
+        x_far = dx / float(scale_x_n)
+        y_near, x_near = 1.0 - y_far, 1.0 - x_far
+        # FP32 and FP16: round_to_float's own one-step cast, without its errstate (ops run with
+        # numpy's floating-point warnings off), a good part of a small resize's run time
+        if out_t in ("FP32", "FP16"):
+            finish = operator.methodcaller("astype", working)
+        else:
+            finish = functools.partial(round_to_float, dtype=out_t)
+    weight_y = np.stack([y_near, y_near, y_far, y_far]).astype(compute)[:, :, None, None]
+    weight_x = np.stack([x_near, x_far, x_near, x_far]).astype(compute)[:, None, :, None]
+    if 4 * oh * ow * c <= _SMALL_WEIGHTS:
+        # numpy multiplies a weight broadcast along C (innermost, often only a few channels)
+        # element by element in short inner loops: spelt out over C it is one long loop
+        weight_y = np.ascontiguousarray(np.broadcast_to(weight_y, (4, oh, ow, c)))
+        weight_x = np.ascontiguousarray(np.broadcast_to(weight_x, (4, oh, ow, c)))
+    return functools.partial(_bilinear, plane_shape=plane_shape, corners=corners, compute=compute,
+                             weight_y=weight_y, weight_x=weight_x, finish=finish)
 
 
-def _resample(x: np.ndarray, sampling: tuple) -> np.ndarray:
-    """RESIZE of ``x`` by the ``sampling`` of :func:`_resize_setup`."""
-    kind = sampling[0]
-    if kind == "NEAREST":
-        return np.ascontiguousarray(x[:, sampling[1], sampling[2], :])
-    if kind == "EMPTY":
-        return np.zeros(sampling[1], dtype=sampling[2])
-    rows0, cols0, rows1, cols1 = sampling[1]
-    if kind == "INT":
-        w00, w01, w10, w11 = sampling[2]
-        v = x.astype(np.int64)
-        acc = v[:, rows0, cols0, :] * w00 + v[:, rows0, cols1, :] * w01 + v[:, rows1, cols0, :] * w10 \
-            + v[:, rows1, cols1, :] * w11
-        return acc.astype(sampling[3])
-    vy, vx, wy, wx = sampling[2]
-    v = x.astype(np.float64)
-    acc = v[:, rows0, cols0, :] * vy * vx + v[:, rows0, cols1, :] * vy * wx + v[:, rows1, cols0, :] * wy * vx \
-        + v[:, rows1, cols1, :] * wy * wx
-    return round_to_float(acc, sampling[3])
+#: Largest bilinear weight array ([corner, OH, OW, C] elements) a resampler keeps spelt out over
+#: the channels; larger resizes broadcast their per-row and per-column weights instead.
+_SMALL_WEIGHTS = 1 << 16
+
+
+def _bilinear(x: np.ndarray, *, plane_shape: tuple[int, int, int], corners: np.ndarray, compute: np.dtype,
+              weight_y: np.ndarray, weight_x: np.ndarray,
+              finish: Callable[[np.ndarray], np.ndarray] | None) -> np.ndarray:
+    """BILINEAR of ``x``: its four neighbours ``corners`` ([4, OH, OW] into the input's H*W
+    plane, in ``compute``), each times its row weight then its column weight, summed in corner
+    order; then rounded to the float output by ``finish``, or returned as is when it is None
+    (an integer sum is already the output)."""
+    terms = np.take(x.astype(compute).reshape(plane_shape), corners, axis=1)  # [N, 4, OH, OW, C]
+    terms *= weight_y
+    terms *= weight_x
+    acc = np.add(terms[:, 0], terms[:, 1])
+    acc += terms[:, 2]
+    acc += terms[:, 3]
+    return acc if finish is None else finish(acc)
