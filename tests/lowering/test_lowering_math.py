@@ -6,7 +6,7 @@ Arm backend does not take: log_sigmoid, hardshrink / softshrink, rrelu in eval m
 erfc, nan_to_num (one TABLE each in INT), lerp, addcmul / addcdiv, hypot, logaddexp, xlogy,
 var_mean / std_mean, outer and diff (decompositions), kron, tensordot, take_along_dim, diag of
 a vector or a matrix, trace, diag_embed, the inf-norm, cross, deg2rad, addmv and einsum traces (PyTorch's own
-decompositions). FP is checked against PyTorch, INT within
+decompositions), copysign, signbit, heaviside and rad2deg (decompositions). FP is checked against PyTorch, INT within
 one quantization step of the fake-quant model (and int16 for the continuous functions of the
 latter group); every case must lower whole."""
 
@@ -166,6 +166,11 @@ BEYOND_EXECUTORCH = {
     "einsum_trace": (Fn(lambda x: torch.einsum("bii->b", x)), (_randn2(2, 4, 4),)),
     "diag_of_matrix": (Fn(lambda x: torch.diag(x, 1) * 2), (_randn2(4, 5),)),
     "trace": (Fn(lambda x: torch.trace(x) + x.sum() * 0.1), (_randn2(4, 4),)),
+    "copysign": (Fn(torch.copysign), (_randn2(3, 6), _randn2(3, 6))),
+    "copysign_number": (Fn(lambda x: torch.copysign(x, -1.0) + torch.copysign(x, 2)), (_randn2(2, 5),)),
+    "signbit": (Fn(lambda x: torch.where(torch.signbit(x), x * 2, x)), (_randn2(3, 6),)),
+    "heaviside": (Fn(lambda x, v: torch.heaviside(torch.where(x.abs() > 1, x, 0.0), v)), (_randn2(3, 6), _randn2(1, 6))),
+    "rad2deg": (Fn(torch.rad2deg), (_randn2(3, 5),)),
 }
 CASES.update(BEYOND_EXECUTORCH)
 
@@ -257,7 +262,9 @@ def test_fp_special_values():
     special = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 0.5, -0.5, 1e30, -1e30])
     for fn in (F.logsigmoid, F.hardshrink, F.softshrink, torch.frac, torch.nan_to_num,
                lambda x: torch.nan_to_num(x, nan=1.5, posinf=9.0, neginf=-9.0), torch.special.erfc,
-               lambda x: torch.logaddexp(x, x), lambda x: torch.logaddexp(x, torch.zeros_like(x))):
+               lambda x: torch.logaddexp(x, x), lambda x: torch.logaddexp(x, torch.zeros_like(x)),
+               lambda x: torch.copysign(torch.ones_like(x), x), lambda x: torch.signbit(x).float(),
+               lambda x: torch.heaviside(x, torch.tensor([0.25]))):
         model = Fn(fn).eval()
         lm = lowering.lower(model, (special,), profile="FP")
         out = lm.run(special)[0]

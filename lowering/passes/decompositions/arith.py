@@ -340,3 +340,64 @@ def xlogy(gm, n, b):
     zero_x = b(aten.logical_and.default, b(aten.eq.Tensor, x, const_like(gm, b, 0.0, x, "zero")),
                b(aten.eq.Tensor, y, y))
     return b(aten.where.self, zero_x, const_like(gm, b, 0.0, product, "zero"), product)
+
+
+def _sign_bit(gm, b, x):
+    """Whether the sign bit of the float ``x`` is set: ``x < 0``, or in FP also ``1 / x < 0``
+    (the only way to tell -0.0, whose reciprocal is -inf, from +0.0). In INT every value is
+    ``(q - zp) * scale``: zero is +0.0, and ``x < 0`` is the whole test."""
+    negative = b(aten.lt.Tensor, x, const_like(gm, b, 0.0, x, "zero"))
+    if b.profile != "FP":
+        return negative
+    negative_zero = b(aten.lt.Tensor, b(aten.reciprocal.default, x), const_like(gm, b, 0.0, x, "zero"))
+    return b(aten.logical_or.default, negative, negative_zero)
+
+
+@decomposition(aten.signbit.default)
+def signbit(gm, n, b):
+    """``signbit(x)`` of a float tensor: see :func:`_sign_bit` (a NaN's sign bit, which no
+    comparison reads, is taken as clear). Integer tensors stay on the CPU."""
+    x = n.args[0]
+    if not is_float(x):
+        return None
+    return _sign_bit(gm, b, x)
+
+
+@decomposition(aten.copysign.Tensor, aten.copysign.Scalar)
+def copysign(gm, n, b):
+    """``copysign(a, s) = where(signbit(s), -|a|, |a|)``: the magnitude of ``a`` with the
+    sign of ``s`` (-0.0 counts as negative, as in PyTorch). Float tensors only (an integer
+    ``a`` promotes to float in PyTorch)."""
+    x, s = n.args[0], n.args[1]
+    if not is_float(x) or val(n) is None or val(n).dtype != val(x).dtype:
+        return None
+    magnitude = b(aten.abs.default, x)
+    if not isinstance(s, fx.Node):  # a number: its sign is known here
+        negative = math.copysign(1.0, float(s)) < 0
+        return b(aten.neg.default, magnitude) if negative else magnitude
+    if not is_float(s):
+        return None
+    return b(aten.where.self, _sign_bit(gm, b, s), b(aten.neg.default, magnitude), magnitude)
+
+
+@decomposition(aten.heaviside.default)
+def heaviside(gm, n, b):
+    """``heaviside(x, values)``: ``values`` where ``x == 0``, else 1 where ``x > 0`` and 0
+    elsewhere (NaN included, as PyTorch's ``x > 0`` test gives)."""
+    x, values = n.args[0], n.args[1]
+    if not is_float(x) or val(n) is None or val(values) is None or val(values).dtype != val(x).dtype:
+        return None
+    step = b(aten.where.self, b(aten.gt.Tensor, x, const_like(gm, b, 0.0, x, "zero")),
+             const_like(gm, b, 1.0, x, "one"), const_like(gm, b, 0.0, x, "zero"))
+    return b(aten.where.self, b(aten.eq.Tensor, x, const_like(gm, b, 0.0, x, "zero")), values, step)
+
+
+@decomposition(aten.rad2deg.default)
+def rad2deg(gm, n, b):
+    """``rad2deg(x) = x * (180 / pi)``, the factor rounded to the tensor's dtype once, as
+    PyTorch multiplies by it (deg2rad lowers through PyTorch's own decomposition, see
+    :mod:`.composite`)."""
+    x = n.args[0]
+    if not is_float(x):
+        return None
+    return b(aten.mul.Tensor, x, const_like(gm, b, 180.0 / math.pi, x, "angle"))
