@@ -298,27 +298,20 @@ def _conv_operands(call: OpCall, in_dtype: str, w_dtype: str, weight: np.ndarray
     ``weight_cache`` (a constant weight's): its zero point, extremes and shifted copies, kept
     across calls (a dict, filled here)."""
     x = call.inputs[0]
+    cache = {} if weight_cache is None else weight_cache
     if _is_float(in_dtype):
-        if weight_cache is None:
-            return x.astype(F64), weight.astype(F64), F64, 0
-        shifted = weight_cache.get(F64)
+        shifted = cache.get(F64)
         if shifted is None:
-            shifted = weight_cache[F64] = weight.astype(F64)
+            shifted = cache[F64] = weight.astype(F64)
         return x.astype(F64), shifted, F64, 0
     x_zp = _zero_point(call, 3, in_dtype, "input_zp")
-    if weight_cache is None or "w_max" not in weight_cache:
-        w_zp = _zero_point(call, 4, w_dtype, "weight_zp")
-        w_max = _shifted_max(weight, w_zp)
-        if weight_cache is not None:
-            weight_cache["w_zp"], weight_cache["w_max"] = w_zp, w_max
-    else:
-        w_zp, w_max = weight_cache["w_zp"], weight_cache["w_max"]
-    dt, bound = _exact_dtype(terms, _shifted_max(x, x_zp), w_max)
-    if weight_cache is None:
-        return _shift_to(x, x_zp, dt), _shift_to(weight, w_zp, dt), dt, bound
-    shifted = weight_cache.get(dt)
+    if "w_max" not in cache:
+        cache["w_zp"] = _zero_point(call, 4, w_dtype, "weight_zp")
+        cache["w_max"] = _shifted_max(weight, cache["w_zp"])
+    dt, bound = _exact_dtype(terms, _shifted_max(x, x_zp), cache["w_max"])
+    shifted = cache.get(dt)
     if shifted is None:
-        shifted = weight_cache[dt] = _shift_to(weight, w_zp, dt)
+        shifted = cache[dt] = _shift_to(weight, cache["w_zp"], dt)
     return _shift_to(x, x_zp, dt), shifted, dt, bound
 
 
