@@ -21,6 +21,7 @@ import math
 import numpy as np
 
 from ..dtypes import BLOCK_SCALED, dtype_info, float_values
+from ..numerics import int_range
 from ._conv_small import small_conv2d, small_depthwise2d, small_matmul
 from ._layout_support import shape_input
 from ._levels import MAX_KERNEL, MAX_STRIDE
@@ -46,6 +47,8 @@ from ._tensor_common import (
     _is_float,
     _l1_max,
     _level,
+    _one_blas_thread,
+    _one_pass_finish,
     _out_size,
     _patches,
     _quiet,
@@ -443,19 +446,139 @@ def transpose_conv2d(call: OpCall) -> list[np.ndarray]:
 
 @register_prepare("TRANSPOSE_CONV2D")
 def prepare_transpose_conv2d(call: OpCall):
-    """TRANSPOSE_CONV2D with constant weight, bias and zero points: every ERROR_IF once, and
-    the weight arranged for the GEMM once per compute dtype a run's data picks (the exactness
-    bound depends on the input's extremes, so the dtype is still chosen on every run)."""
+    """TRANSPOSE_CONV2D with constant weight, bias and zero points: every ERROR_IF once, and the
+    weight's GEMM matrix and the bias made once.
+
+    Integer operands: when the worst input the input type allows keeps the sums exact in a
+    float dtype and ``acc + bias`` within out_t, that dtype is fixed here and a run reads no
+    input extremes; otherwise each run picks its dtype from its input's extremes (as the op
+    function does), with the weight's copies kept per dtype.
+    """
     if len(call.inputs) != 5 or any(call.inputs[i] is None for i in (1, 2, 3, 4)):
         return None
     geometry = _transpose_conv_setup(call)
-    arranged: dict = {}  # compute dtype -> the GEMM's weight matrix
+    # (each kernel below runs with numpy's floating-point warnings off: see register_prepare)
+    in_dt, w_dt, out_dt, (n, ih, iw, ic), (oc, kh, kw), (oh, ow), (pt, pl), (sy, sx), bias = geometry
+    weight = call.inputs[1]
+    if _is_float(in_dt):
+        dt, izp, shifted = F64, 0, weight
+        # -0 + -0 is -0, but the spec's sum starts at +0: a +0 bias gives every sum the op
+        # function's value even where a single product is the whole sum (the block form below)
+        bias_in_dt = bias.astype(F64) + 0.0
+    else:
+        izp = _zero_point(call, 3, in_dt, "input_zp")
+        shifted, _ = _shifted(weight, _zero_point(call, 4, w_dt, "weight_zp"))
+        dt = _static_transpose_conv_dtype(shifted, in_dt, out_dt, izp, bias, (sy, sx))
+        if dt is None:  # (only the input's extremes can prove a float dtype exact: the op's path)
+            arranged: dict = {}
 
-    @_quiet
+            def transpose_conv_by_extremes(run: OpCall) -> list[np.ndarray]:
+                return [_transpose_conv_run(run, geometry, arranged)]
+
+            return transpose_conv_by_extremes
+        bias_in_dt = bias.astype(dt)  # exact: |bias| is within the bound checked above
+    weight_in_dt, working = shifted.astype(dt), dtype_info(out_dt).working
+    if (sy, sx) == (kh, kw) and (pt, pl) == (0, 0) and (oh, ow) == (ih * sy, iw * sx):
+        return _transpose_conv_blocks_kernel(geometry, weight_in_dt, bias_in_dt, izp)
+    w_mat = _transpose_conv_matrix(weight_in_dt)
+
     def transpose_conv_kernel(run: OpCall) -> list[np.ndarray]:
-        return [_transpose_conv_run(run, geometry, arranged)]
+        operand = _shift_to(run.inputs[0], izp, dt)  # (a float input: izp is 0, a plain conversion)
+        products = _gemm(operand.reshape(-1, ic), w_mat).reshape(n, ih, iw, kh, kw, oc)
+        out = np.empty((n, oh, ow, oc), working)
+        # exact integer sums (+ bias, checked above) / float64 sums rounded once, as they are cast
+        np.add(_transpose_conv_sums(products, geometry, dt), bias_in_dt, out=out, casting="unsafe")
+        return [out]
 
     return transpose_conv_kernel
+
+
+def _transpose_conv_blocks_kernel(geometry: tuple, weight: np.ndarray, bias: np.ndarray, izp: int):
+    """The prepared kernel of a TRANSPOSE_CONV2D whose stride is its kernel size, without
+    out_pad: input pixel (iy, ix) alone makes output block ``[iy * KH : (iy + 1) * KH, ix * KW :
+    (ix + 1) * KW]``, so output row ``iy * KH + ky`` is input row iy times the tap-row-ky weight
+    matrix [IC, KW * OC]. One batched GEMM writes the products in the output's own layout;
+    ``weight`` [OC, KH, KW, IC] and ``bias`` are in the compute dtype (float64 for floats, one
+    that keeps every integer sum and ``sum + bias`` exact)."""
+    _, _, out_dt, (n, ih, iw, ic), (oc, kh, kw), (oh, ow), _, _, _ = geometry
+    dt = weight.dtype
+    # [OC, KH, KW, IC] -> [KH, IC, KW, OC] -> one [IC, KW * OC] matrix per tap row ky
+    tap_rows = np.ascontiguousarray(weight.transpose(1, 3, 2, 0)).reshape(kh, ic, kw * oc)
+    bias_per_column = np.tile(bias, kw)  # column kx * OC + oc
+    working, rows = dtype_info(out_dt).working, n * ih
+    macs = n * ih * iw * ic * kh * kw * oc
+    tiny = macs < TINY_GEMM  # (no thread limit to set: see _one_blas_thread)
+
+    def transpose_conv_blocks(run: OpCall) -> list[np.ndarray]:
+        operand = run.inputs[0].astype(dt, order="C")  # (C order: the reshape below is then a view)
+        if izp:
+            operand -= izp  # exact: |x - zp| <= 2**16 (see _shift_to)
+        # [N * IH, 1, IW, IC] @ [KH, IC, KW * OC] -> [N * IH, KH, IW, KW * OC], i.e. [N, OH, OW, OC]
+        if tiny:
+            products = np.matmul(operand.reshape(rows, 1, iw, ic), tap_rows)
+        else:
+            with _one_blas_thread(macs):
+                products = np.matmul(operand.reshape(rows, 1, iw, ic), tap_rows)
+        out = np.empty((n, oh, ow, oc), working)
+        # exact integer sums (+ bias, checked by the prepare) / float64 sums rounded once, as cast
+        np.add(products, bias_per_column, out=out.reshape(products.shape), casting="unsafe")
+        return [out]
+
+    return transpose_conv_blocks
+
+
+def _static_transpose_conv_dtype(shifted_weight: np.ndarray, in_dt: str, out_dt: str, izp: int,
+                                 bias: np.ndarray, stride: tuple[int, int]):
+    """The float dtype in which every integer TRANSPOSE_CONV2D sum and ``sum + bias`` is exact
+    and within out_t for *any* input of type ``in_dt`` (so a run needs no input extremes), or
+    None when only a run's own input extremes could show that."""
+    oc, kh, kw, ic = shifted_weight.shape
+    if stride[0] >= kh and stride[1] >= kw:
+        # taps never overlap: each output sums the IC products of a single (tap, oc)
+        l1 = _l1_max(shifted_weight.reshape(oc * kh * kw, ic), 0)
+    else:
+        l1 = _l1_max(shifted_weight, 0)  # at most all taps of one oc
+    lo, hi = int_range(in_dt)
+    bound = max(abs(lo - izp), abs(hi - izp)) * l1  # |partial sum| (see _exact_dtype)
+    # (bound + |bias| exact in the dtype and within out_t: the sums are exact too)
+    return next((dt for dt in (np.float32, F64) if _one_pass_finish(bias, out_dt, bound, dt)), None)
+
+
+def _transpose_conv_matrix(weight: np.ndarray) -> np.ndarray:
+    """Weight [OC, KH, KW, IC] as the GEMM matrix [IC, KH * KW * OC]: one GEMM of the input
+    rows [N * IH * IW, IC] gives every (pixel, tap, oc) product sum over IC."""
+    oc, kh, kw, ic = weight.shape
+    return np.ascontiguousarray(weight.transpose(3, 1, 2, 0)).reshape(ic, kh * kw * oc)
+
+
+def _transpose_conv_sums(products: np.ndarray, geometry: tuple, dt) -> np.ndarray:
+    """The accumulators [N, OH, OW, OC] (in ``dt``, each sum started at +0 as the spec's) from
+    the products [N, IH, IW, KH, KW, OC] of :func:`_transpose_conv_matrix`: input pixel (iy, ix)
+    and tap (ky, kx) add to output ``(iy * stride_y + ky + out_pad_top, ix * stride_x + kx +
+    out_pad_left)``."""
+    _, _, _, (n, ih, iw, _), (oc, kh, kw), (oh, ow), (pt, pl), (sy, sx), _ = geometry
+    if sy >= kh and sx >= kw:
+        # no two taps meet: the stride-sized block of input pixel (iy, ix) holds its KH x KW
+        # products (and zeros where the stride leaves gaps); one copy instead of a tap loop
+        blocks = np.zeros((n, ih, sy, iw, sx, oc), dtype=dt)
+        blocks[:, :, :kh, :, :kw] += products.transpose(0, 1, 3, 2, 4, 5)  # (+=: -0 sums to +0)
+        full = blocks.reshape(n, ih * sy, iw * sx, oc)  # rows past (IH - 1) * stride_y + KH: 0
+    else:
+        full = np.zeros((n, (ih - 1) * sy + kh, (iw - 1) * sx + kw, oc), dtype=dt)
+        for ky, kx in itertools.product(range(kh), range(kw)):
+            rows = slice(ky, ky + (ih - 1) * sy + 1, sy)
+            cols = slice(kx, kx + (iw - 1) * sx + 1, sx)
+            full[:, rows, cols] += products[:, :, :, ky, kx]
+    full_h, full_w = full.shape[1:3]
+    if (pt, pl) == (0, 0) and (full_h, full_w) == (oh, ow):
+        return full
+    # Output row oy holds full row oy - out_pad_top (zero outside): crop or zero-pad.
+    acc = np.zeros((n, oh, ow, oc), dtype=dt)
+    y0, x0 = max(0, -pt), max(0, -pl)
+    y1, x1 = min(full_h, oh - pt), min(full_w, ow - pl)
+    if y1 > y0 and x1 > x0:
+        acc[:, y0 + pt : y1 + pt, x0 + pl : x1 + pl] = full[:, y0:y1, x0:x1]
+    return acc
 
 
 def _transpose_conv_setup(call: OpCall) -> tuple:
@@ -489,29 +612,17 @@ def _transpose_conv_setup(call: OpCall) -> tuple:
 
 
 def _transpose_conv_run(call: OpCall, geometry: tuple, arranged: dict) -> np.ndarray:
-    """TRANSPOSE_CONV2D of ``call``'s input by the ``geometry`` of :func:`_transpose_conv_setup`;
-    ``arranged`` keeps the weight matrix per compute dtype (empty: made here)."""
+    """TRANSPOSE_CONV2D of ``call``'s input by the ``geometry`` of :func:`_transpose_conv_setup`,
+    in the compute dtype its input's extremes pick; ``arranged`` keeps the weight's copies and
+    GEMM matrix per compute dtype (empty: made here)."""
     in_dt, w_dt, out_dt, (n, ih, iw, ic), (oc, kh, kw), (oh, ow), (pt, pl), (sy, sx), bias = geometry
     # Each output sums at most KH * KW * IC products: that is the exactness bound's length.
     x, w, dt, bound = _conv_operands(call, in_dt, w_dt, call.inputs[1], kh * kw * ic, weight_cache=arranged)
     w_mat = arranged.get(("matrix", dt))
     if w_mat is None:
-        # One GEMM gives every (pixel, tap, oc) product sum over IC: [N*IH*IW, KH*KW*OC].
-        w_mat = arranged[("matrix", dt)] = np.ascontiguousarray(
-            np.moveaxis(w, 0, -1).transpose(2, 0, 1, 3).reshape(ic, kh * kw * oc))
-    contrib = _gemm(x.reshape(-1, ic), w_mat).reshape(n, ih, iw, kh, kw, oc)
-    full_h, full_w = (ih - 1) * sy + kh, (iw - 1) * sx + kw
-    full = np.zeros((n, full_h, full_w, oc), dtype=dt)
-    for ky, kx in itertools.product(range(kh), range(kw)):
-        rows = slice(ky, ky + (ih - 1) * sy + 1, sy)
-        cols = slice(kx, kx + (iw - 1) * sx + 1, sx)
-        full[:, rows, cols] += contrib[:, :, :, ky, kx]
-    # Output row oy holds full row oy - out_pad_top (zero outside): crop or zero-pad.
-    acc = np.zeros((n, oh, ow, oc), dtype=dt)
-    y0, x0 = max(0, -pt), max(0, -pl)
-    y1, x1 = min(full_h, oh - pt), min(full_w, ow - pl)
-    if y1 > y0 and x1 > x0:
-        acc[:, y0 + pt : y1 + pt, x0 + pl : x1 + pl] = full[:, y0:y1, x0:x1]
+        w_mat = arranged[("matrix", dt)] = _transpose_conv_matrix(w)
+    products = _gemm(x.reshape(-1, ic), w_mat).reshape(n, ih, iw, kh, kw, oc)
+    acc = _transpose_conv_sums(products, geometry, dt)
     if _is_float(out_dt):
         return _finish_float(acc, bias, out_dt)
     return _finish_int(acc, bias, out_dt, bound)
