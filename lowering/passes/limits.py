@@ -17,8 +17,8 @@ from .base import GraphPass, PassContext
 BOUND = 256.0
 _LIMIT = float(torch.finfo(torch.float32).max)
 #: Ops whose float arguments are bounds, or a norm's order (``ord=inf``: the max of ``|x|``, a
-#: mode, not a value), left alone.
-_BOUNDS = re.compile(r"clamp|clip|hardtanh|nan_to_num|norm")
+#: mode, not a value; cdist's and pairwise_distance's ``p`` too), left alone.
+_BOUNDS = re.compile(r"clamp|clip|hardtanh|nan_to_num|norm|cdist|pairwise_distance")
 
 
 def _bounded(value):

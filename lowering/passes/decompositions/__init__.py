@@ -6,6 +6,7 @@ from . import (  # noqa: F401
     arith,
     composite,
     creation,
+    distance,
     fold,
     indexing,
     matmul,
