@@ -16,7 +16,7 @@ import torch
 import torch.fx as fx
 
 from ...graph_utils import get_constant, val
-from ._common import arg, const_like, decomposition
+from ._common import arg, const_like, decomposition, is_float
 
 aten = torch.ops.aten
 
@@ -26,11 +26,6 @@ _MM_IF_NECESSARY, _MM_ALWAYS = 0, 1
 #: more rows than this on either side and "if necessary" takes the matrix-product form
 #: (ATen's cdist_impl)
 _MM_ROWS = 25
-
-
-def _floats(*nodes) -> bool:
-    return all(isinstance(x, fx.Node) and val(x) is not None and val(x).is_floating_point()
-               for x in nodes)
 
 
 def _unsqueezed(gm, b, x: fx.Node, dim: int) -> fx.Node:
@@ -112,7 +107,7 @@ def cdist(gm, n, b):
     to 224 output steps, the direct form by 7)."""
     x1, x2 = n.args[0], n.args[1]
     p, mode = arg(n, 2, "p", 2.0), arg(n, 3, "compute_mode")
-    if not _floats(x1, x2) or not _supported_order(p):
+    if not (is_float(x1) and is_float(x2)) or not _supported_order(p):
         return None
     v1, v2 = val(x1), val(x2)
     if v1.dim() < 2 or v2.dim() < 2 or v1.numel() == 0 or v2.numel() == 0:
@@ -131,7 +126,7 @@ def pairwise_distance(gm, n, b):
     x1, x2 = n.args[0], n.args[1]
     p, eps = arg(n, 2, "p", 2.0), float(arg(n, 3, "eps", 1e-6))
     keepdim = bool(arg(n, 4, "keepdim", False))
-    if not _floats(x1, x2) or not _supported_order(p) or val(n) is None:
+    if not (is_float(x1) and is_float(x2)) or not _supported_order(p) or val(n) is None:
         return None
     diff = b(aten.sub.Tensor, x1, x2)
     if val(diff) is None or val(diff).dim() == 0:
@@ -148,7 +143,7 @@ def _bilinear(gm, b, x1: fx.Node, x2: fx.Node, w: fx.Node, bias) -> fx.Node | No
     parameter weight; :func:`.matmul.linear` makes a computed one a MATMUL), reshaped back to
     [..., out]. In INT that is two requantizations: the outer product and the linear's
     int32 accumulator."""
-    if not _floats(x1, x2, w):
+    if not (is_float(x1) and is_float(x2) and is_float(w)):
         return None
     v1, v2, vw = val(x1), val(x2), val(w)
     if vw.dim() != 3 or v1.dim() < 1 or v1.shape[:-1] != v2.shape[:-1] or \
