@@ -184,6 +184,16 @@ def _is_channel_mean(n: fx.Node) -> bool:
     return not (v.dim() == 4 and dims == [2, 3])
 
 
+def _is_window_sum(n: fx.Node) -> bool:
+    """avg_pool2d with a ``divisor_override`` gets its own observer: its windows' sums over
+    the override are no average, their range not the input's (an lp_pool's ``sum(x ** p)``,
+    :mod:`lowering.passes.decompositions.lp_pool`); a shared scale clipped them."""
+    if n.target != aten.avg_pool2d.default:
+        return False
+    override = n.args[6] if len(n.args) > 6 else n.kwargs.get("divisor_override")
+    return override is not None
+
+
 def _is_float(n) -> bool:
     """Whether ``n`` is a float32 tensor, the only dtype TosaQuantizer quantizes: float64
     side computations and integer tensors keep their dtype (unknown values count as float)."""
@@ -305,7 +315,7 @@ class TosaQuantizer(Quantizer):
                 if not src_fused:
                     ins[x] = act
                 out = act
-            elif t in SHARED and not _is_channel_mean(n):
+            elif t in SHARED and not _is_channel_mean(n) and not _is_window_sum(n):
                 if not _is_float(x):
                     continue
                 ins[x] = act
@@ -316,7 +326,7 @@ class TosaQuantizer(Quantizer):
                     continue
                 _share_with_first(ins, tensors, n, act)
                 out = SharedQuantizationSpec((tensors[0], n))
-            elif t in TABLE or t in OWN_OUTPUT or t == aten.mean.dim:
+            elif t in TABLE or t in OWN_OUTPUT or t == aten.mean.dim or _is_window_sum(n):
                 if not _is_float(x) or (t in STEP_FUNCTIONS and act.dtype != torch.int8):
                     continue  # step functions: the int16 TABLE interpolates (CPU instead)
                 ins[x] = act

@@ -4,11 +4,13 @@ family; importing this package registers them (:mod:`lowering.passes.rewrites`).
 from . import (  # noqa: F401
     activation,
     arith,
+    bags_pools,
     composite,
     creation,
     distance,
     fold,
     indexing,
+    lp_pool,
     matmul,
     norm,
     reduce,

@@ -14,6 +14,7 @@ import torch
 
 from ...graph_utils import get_constant, val
 from ._common import arg, decomposition, tuple_outputs
+from .bags_pools import uneven_adaptive_max_pool2d
 
 aten = torch.ops.aten
 
@@ -122,15 +123,15 @@ def adaptive_avg_pool3d(gm, n, b):
 @decomposition(aten.adaptive_max_pool2d.default)
 def adaptive_max_pool2d(gm, n, b):
     """adaptive_max_pool2d's values when the output size divides the input's (its windows
-    are then even: max_pool2d with kernel = stride = in / out); the indices, or uneven
-    windows, stay on the CPU."""
+    are then even: max_pool2d with kernel = stride = in / out); uneven windows and 3-D
+    inputs: :func:`.bags_pools.uneven_adaptive_max_pool2d`; the indices stay on the CPU."""
     v = val(n.args[0])
     if v is None or v.dim() != 4:
-        return None
+        return uneven_adaptive_max_pool2d(gm, n, b)
     h, w = v.shape[-2:]
     oh, ow = [o or size for o, size in zip(_as_list(n.args[1], 2), (h, w), strict=True)]
     if h % oh or w % ow:
-        return None
+        return uneven_adaptive_max_pool2d(gm, n, b)
     k = [h // oh, w // ow]
     return tuple_outputs(n, [b(aten.max_pool2d.default, n.args[0], k, k), None])
 
