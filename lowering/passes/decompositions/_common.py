@@ -41,6 +41,20 @@ def arg(n: fx.Node, i: int, name: str, default=None):
     return n.kwargs.get(name, default)
 
 
+def int_list(v, n: int) -> list:
+    """An int or a sequence of ints (a kernel, stride or padding argument) as a list of ``n``
+    ints, one value repeated.
+
+    Example:
+        >>> int_list(3, 2), int_list([2], 3), int_list((1, 2), 2)
+        ([3, 3], [2, 2, 2], [1, 2])
+    """
+    if isinstance(v, int):
+        return [v] * n
+    v = list(v)
+    return v * n if len(v) == 1 else v
+
+
 def is_float(node) -> bool:
     """Whether ``node`` holds a floating-point tensor (False for python scalars).
 

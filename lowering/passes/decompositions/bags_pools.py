@@ -13,19 +13,12 @@ from __future__ import annotations
 import torch
 
 from ...graph_utils import get_constant, val
-from ._common import arg, decomposition, tuple_outputs
+from ...ops.pool import adaptive_windows
+from ._common import arg, decomposition, int_list, tuple_outputs
 
 aten = torch.ops.aten
 
 _SUM, _MEAN, _MAX = 0, 1, 2
-
-
-def _ints(v, n: int) -> list[int]:
-    """An int or a sequence of ints as a list of ``n`` ints (one value repeated)."""
-    if isinstance(v, int):
-        return [v] * n
-    v = list(v)
-    return v * n if len(v) == 1 else v
 
 
 # --------------------------------------------------------------------------- embedding_bag
@@ -257,7 +250,7 @@ def _adaptive_picks(size: int, out: int) -> tuple[list[int], int]:
         >>> _adaptive_picks(5, 3)
         ([0, 1, 1, 1, 2, 3, 3, 4, 4], 3)
     """
-    windows = [(i * size // out, -(-(i + 1) * size // out)) for i in range(out)]
+    windows = adaptive_windows(size, out)
     k = max(e - s for s, e in windows)
     return [min(s + j, e - 1) for s, e in windows for j in range(k)], k
 
@@ -277,7 +270,7 @@ def uneven_adaptive_max_pool2d(gm, n, b):
         x = b(aten.unsqueeze.default, x, 0)
     h, w = v.shape[-2:]
     kernel = []
-    for axis, (size, out) in enumerate(zip((h, w), _ints(n.args[1], 2), strict=True)):
+    for axis, (size, out) in enumerate(zip((h, w), int_list(n.args[1], 2), strict=True)):
         out = out or size  # None keeps the input's size
         if size % out == 0:
             kernel.append(size // out)
@@ -316,9 +309,9 @@ def avg_pool3d(gm, n, b):
     v = val(x)
     if v is None or v.dim() not in (4, 5) or not v.is_floating_point():
         return None
-    kernel = _ints(n.args[1], 3)
-    stride = _ints(arg(n, 2, "stride", []) or kernel, 3)
-    padding = _ints(arg(n, 3, "padding", 0), 3)
+    kernel = int_list(n.args[1], 3)
+    stride = int_list(arg(n, 2, "stride", []) or kernel, 3)
+    padding = int_list(arg(n, 3, "padding", 0), 3)
     ceil = bool(arg(n, 4, "ceil_mode", False))
     include = bool(arg(n, 5, "count_include_pad", True))
     divisor = arg(n, 6, "divisor_override")

@@ -17,14 +17,10 @@ import torch
 import torch.fx as fx
 
 from ...graph_utils import val
-from ._common import arg, decomposition
+from ...ops.pool import window_counts
+from ._common import arg, decomposition, int_list
 
 aten = torch.ops.aten
-
-
-def _as_pair(v) -> list:
-    v = [v] if isinstance(v, int) else list(v)
-    return v * 2 if len(v) == 1 else v
 
 
 def _avg_divisors(size: int, k: int, s: int, p: int, n_out: int, include_pad: bool) -> list[int]:
@@ -35,11 +31,8 @@ def _avg_divisors(size: int, k: int, s: int, p: int, n_out: int, include_pad: bo
         >>> _avg_divisors(8, 3, 2, 0, 4, True)  # ceil_mode: the last window overhangs
         [3, 3, 3, 2]
     """
-    out = []
-    for i in range(n_out):
-        lo, hi = i * s - p, min(i * s - p + k, size + p)
-        out.append(hi - lo if include_pad else min(hi, size) - max(lo, 0))
-    return out
+    # (counting the padding: the windows of the padded axis, which has no padding of its own)
+    return window_counts(size + 2 * p, 0, k, s, n_out) if include_pad else window_counts(size, p, k, s, n_out)
 
 
 #: shape-only ops a 1-D or batchless pool is wrapped in (:mod:`.spatial`'s ``_around_4d``)
@@ -74,9 +67,9 @@ def _scaled_avg_pool(gm, b, x, c):
     v, src = val(x), val(x.args[0])
     if v is None or src is None or v.dim() != 4 or not v.is_floating_point():
         return None
-    kernel = _as_pair(arg(x, 1, "kernel_size"))
-    stride = _as_pair(arg(x, 2, "stride", None) or kernel)
-    padding = _as_pair(arg(x, 3, "padding", 0))
+    kernel = int_list(arg(x, 1, "kernel_size"), 2)
+    stride = int_list(arg(x, 2, "stride", None) or kernel, 2)
+    padding = int_list(arg(x, 3, "padding", 0), 2)
     ceil, include = bool(arg(x, 4, "ceil_mode", False)), bool(arg(x, 5, "count_include_pad", True))
     override = arg(x, 6, "divisor_override", None)
     if override is not None:

@@ -13,18 +13,10 @@ import numpy as np
 import torch
 
 from ...graph_utils import get_constant, val
-from ._common import arg, decomposition, tuple_outputs
+from ._common import arg, decomposition, int_list, tuple_outputs
 from .bags_pools import uneven_adaptive_max_pool2d
 
 aten = torch.ops.aten
-
-
-def _as_list(v, n: int) -> list:
-    """An int or a sequence of ints as a list of ``n`` ints (one value repeated)."""
-    if isinstance(v, int):
-        return [v] * n
-    v = list(v)
-    return v * n if len(v) == 1 else v
 
 
 def _rank(x) -> int | None:
@@ -54,7 +46,7 @@ def max_pool1d(gm, n, b):
     if window is None:
         return None
     x, rank, k, s, p = window
-    d = _as_list(arg(n, 4, "dilation", 1), 1)[0]
+    d = int_list(arg(n, 4, "dilation", 1), 1)[0]
     ceil = bool(arg(n, 5, "ceil_mode", False))
     x4 = _around_4d(b, x, rank == 2, True)
     y = b(aten.max_pool2d.default, x4, [1, k], [1, s], [0, p], [1, d], ceil)
@@ -67,9 +59,9 @@ def _pool1d_window(n):
     rank = _rank(x)
     if rank not in (2, 3):
         return None
-    k = _as_list(arg(n, 1, "kernel_size"), 1)[0]
-    s = _as_list(arg(n, 2, "stride", None) or k, 1)[0]
-    p = _as_list(arg(n, 3, "padding", 0), 1)[0]
+    k = int_list(arg(n, 1, "kernel_size"), 1)[0]
+    s = int_list(arg(n, 2, "stride", None) or k, 1)[0]
+    p = int_list(arg(n, 3, "padding", 0), 1)[0]
     return x, rank, k, s, p
 
 
@@ -94,7 +86,7 @@ def adaptive_avg_pool1d(gm, n, b):
     rank = _rank(x)
     if rank not in (2, 3):
         return None
-    out = _as_list(n.args[1], 1)[0]
+    out = int_list(n.args[1], 1)[0]
     y = b(aten.adaptive_avg_pool2d.default, _around_4d(b, x, rank == 2, True), [1, out])
     return _back_from_4d(b, y, rank == 2, True)
 
@@ -108,7 +100,7 @@ def adaptive_avg_pool3d(gm, n, b):
     if v is None or v.dim() != 5:
         return None
     nb, c, d, h, w = v.shape
-    d_out, h_out, w_out = (_as_list(n.args[1], 3) + [None] * 3)[:3]
+    d_out, h_out, w_out = (int_list(n.args[1], 3) + [None] * 3)[:3]
     h_out, w_out = h_out or h, w_out or w  # None keeps the input's size
     if d_out == 1:
         x = b(aten.view.default, b(aten.mean.dim, n.args[0], [2], True), [nb, c, h, w])
@@ -129,7 +121,7 @@ def adaptive_max_pool2d(gm, n, b):
     if v is None or v.dim() != 4:
         return uneven_adaptive_max_pool2d(gm, n, b)
     h, w = v.shape[-2:]
-    oh, ow = [o or size for o, size in zip(_as_list(n.args[1], 2), (h, w), strict=True)]
+    oh, ow = [o or size for o, size in zip(int_list(n.args[1], 2), (h, w), strict=True)]
     if h % oh or w % ow:
         return uneven_adaptive_max_pool2d(gm, n, b)
     k = [h // oh, w // ow]
@@ -422,7 +414,7 @@ def conv_transpose1d(gm, n, b):
     if rank not in (2, 3) or _rank(w) != 3:
         return None
     stride, padding, output_padding, dilation = (
-        _as_list(arg(n, i, name, default), 1)[0]
+        int_list(arg(n, i, name, default), 1)[0]
         for i, name, default in ((3, "stride", 1), (4, "padding", 0), (5, "output_padding", 0), (7, "dilation", 1)))
     groups = arg(n, 6, "groups", 1)
     w4 = b.const(gm, weight.unsqueeze(2), "weight_2d") if weight is not None else b(aten.unsqueeze.default, w, 2)
