@@ -106,6 +106,26 @@ def _mark_dynamic(gm: fx.GraphModule) -> None:
             n.meta["tv_dynamic"] = True
 
 
+#: why a node with a tensor of no elements stays on the CPU (FoldConstants folds most of them)
+ZERO_SIZED = "zero-element tensor: TOSA 1.0 tensors have no zero dimension"
+
+
+def _zero_sized(node: fx.Node) -> str | None:
+    """:data:`ZERO_SIZED` when ``node`` produces or reads a tensor with no elements (``cat``
+    may read one: its emitter leaves it out), else None.
+
+    Example:
+        >>> g = fx.Graph(); x = g.placeholder("x"); x.meta["val"] = torch.zeros(2, 0)
+        >>> _zero_sized(g.call_function(torch.ops.aten.relu.default, (x,)))
+        'zero-element tensor: TOSA 1.0 tensors have no zero dimension'
+    """
+    reads = () if node.target is torch.ops.aten.cat.default else node.all_input_nodes
+    for n in (node, *reads):
+        if any(t.numel() == 0 for t in tensor_values(n)):
+            return ZERO_SIZED
+    return None
+
+
 def _check_dtypes(gm: fx.GraphModule) -> None:
     for n in gm.graph.nodes:
         if n.op in ("placeholder", "call_function"):
@@ -300,7 +320,7 @@ def _unsupported(gm: fx.GraphModule, profile: str) -> list[CpuNode]:
     for n in gm.graph.nodes:
         if n.op != "call_function":
             continue
-        reason = DYNAMIC_SHAPE if n.meta.get("tv_dynamic") else _dtype_problem(n)
+        reason = DYNAMIC_SHAPE if n.meta.get("tv_dynamic") else _dtype_problem(n) or _zero_sized(n)
         if reason is None and n.target not in REGISTRY:
             reason = _why_not_decomposed(n, profile)
         elif reason is None and profile not in PROFILES[n.target]:

@@ -10,7 +10,9 @@ import numpy as np
 import torch
 import torch.fx as fx
 
-from tosa_verify.reference import no_gdb_backtrace
+from tosa_verify import load as load_tosa
+from tosa_verify.reference import no_gdb_backtrace, survives_in_process
+from tosa_verify.reference import run as run_reference
 
 from .qparams import QParams
 from .reference import TorchReference
@@ -137,11 +139,22 @@ class LoweredModel:
 
         if self.tosa is None:
             raise RuntimeError("model is split into several partitions; run them one by one")
+        if not self._survives_in_process():
+            # (the executable reports the graph's error where the in-process call would crash)
+            return run_reference(self.tosa, arrays, backend="cli")
         with no_gdb_backtrace():
             outs, status = trm.run(self.tosa, [np.ascontiguousarray(a) for a in arrays])
         if "VALID" not in str(status):
             raise RuntimeError(f"tosa_reference_model status {status}")
         return list(outs)
+
+    def _survives_in_process(self) -> bool:
+        """:func:`~tosa_verify.reference.survives_in_process` of :attr:`tosa`, worked out once
+        per flatbuffer (kept with the bytes it was worked out for)."""
+        known = self.__dict__.get("_in_process")
+        if known is None or known[0] is not self.tosa:
+            known = self.__dict__["_in_process"] = (self.tosa, survives_in_process(load_tosa(self.tosa)))
+        return known[1]
 
     def run(self, *inputs) -> list[torch.Tensor]:
         """Run on torch inputs; INT outputs are dequantized to float.

@@ -244,3 +244,27 @@ def test_writer_rank0_shape_constant():
     data = to_flatbuffer(g)
     x = np.array([5], np.int8)
     assert reference.run(data, [x])[0] == tosa_verify.run(data, [x])[0] == 5
+
+
+def _zero_dimension_graph() -> bytes:
+    """x (4, 4) -> SLICE of 4 x 0 -> REDUCE_SUM over axis 1 -> (4, 1): loads, fails when run."""
+    shapes = {n: Tensor(n, (2,), "SHAPE", data=np.array(v, np.int64)) for n, v in (("at", [0, 0]), ("size", [4, 0]))}
+    tensors = {"x": Tensor("x", (4, 4), "FP32"), "s": Tensor("s", (4, 0), "FP32"), "y": Tensor("y", (4, 1), "FP32")}
+    ops = [Operator("CONST_SHAPE", {}, [], ["at"]), Operator("CONST_SHAPE", {}, [], ["size"]),
+           Operator("SLICE", {}, ["x", "at", "size"], ["s"]),
+           Operator("REDUCE_SUM", {"axis": 1, "nan_mode": "PROPAGATE"}, ["s"], ["y"])]
+    return to_flatbuffer(Graph((1, 0, 0, False), [Region("main", [Block("main", ops, tensors, ["x"], ["y"], shapes)])]))
+
+
+def test_a_zero_dimension_is_an_error_and_the_in_process_backend_does_not_crash():
+    # tosa_reference_model.run ends the process (a segfault) on such a graph: the python backend
+    # hands it to the executable instead, which reports the ERROR like any other
+    data = _zero_dimension_graph()
+    x = np.ones((4, 4), np.float32)
+    assert not reference.survives_in_process(tosa_verify.load(data))
+    assert reference.survives_in_process(tosa_verify.load(_add_graph()))
+    for backend in ("python", "cli"):
+        with pytest.raises(TosaValidationError, match="dim == 0"):
+            reference.run(data, [x], backend=backend)
+    with pytest.raises(TosaValidationError, match=r"SLICE .*ERROR_IF\(size\[index\] <= 0\)"):
+        tosa_verify.run(data, [x])

@@ -336,6 +336,22 @@ def no_gdb_backtrace() -> Iterator[None]:
             os.environ["TOSA_MODEL_NO_BACKTRACE"] = before
 
 
+def survives_in_process(graph: Graph) -> bool:
+    """Whether ``tosa_reference_model.run`` (in this process) can be given ``graph`` safely: a
+    graph whose run fails an ERROR_IF after loading (a tensor with a zero dimension fails when
+    the reference model allocates it) ends the calling process with a segmentation fault, where
+    the executable (:func:`run`'s ``"cli"`` backend) reports the error like any other.
+
+    Example:
+        >>> from tosa_verify.graph import Block, Graph, Region, Tensor
+        >>> block = Block("main", [], {"x": Tensor("x", (2, 0), "INT8")}, ["x"], ["x"])
+        >>> survives_in_process(Graph((1, 0, 0, False), [Region("main", [block])]))
+        False
+    """
+    return not any(decl.dtype != "SHAPE" and 0 in tuple(decl.shape)
+                   for region in graph.regions for block in region.blocks for decl in block.tensors.values())
+
+
 def _run_python(
     data: bytes, block: Block, values: list[np.ndarray], outputs: list[str]
 ) -> tuple[list[np.ndarray], str]:
@@ -398,6 +414,7 @@ def run(
     use_python = (
         backend == "python" and not precise and not bounds and not (dtypes & _PYTHON_UNSUPPORTED)
         and not any(dtype_info(d).block for d in dtypes)  # its bindings refuse block-scaled inputs
+        and survives_in_process(graph)
     )
     bnd: dict[str, np.ndarray] = {}
     if use_python:

@@ -68,7 +68,8 @@ def permute(em, node):
 
 @register(aten.cat.default)
 def cat(em, node):
-    tensors = [t for t in node.args[0] if em.shape(t) != [0]]
+    # (a tensor with no elements adds nothing, and TOSA has no zero-sized tensor to hold it)
+    tensors = [t for t in node.args[0] if 0 not in em.shape(t)]
     dim = node.args[1] if len(node.args) > 1 else 0
     rank = len(em.shape(node))
     dim %= rank

@@ -4,7 +4,8 @@ HuggingFace models build position ids, attention masks and packed-sequence check
 ``arange`` / ``full`` and the model's buffers at every call (``diff``, ``cumsum`` and ``where``
 of int64 ids, ``finfo.min`` masks...); a weight may be computed from parameters (a transposed
 or sliced projection). None of that reads an input, so its value is the one the example run
-gave: a constant. Random ops are left alone. Adding a folded all-zero constant (HuggingFace
+gave: a constant. Random ops are left alone. A tensor with no elements is a constant too (whatever it was computed
+from), so a reduction of it folds (``x[:, :0].sum()`` is 0). Adding a folded all-zero constant (HuggingFace
 ViT's "mask" of an unpadded sequence, ``where(True, 0, finfo.min)``) is then dropped: in INT
 that operand is quantized with the range of ``finfo.min`` (a scale of ~1e36), which no
 integer add can combine with the scores.
@@ -30,9 +31,19 @@ def _foldable(n: fx.Node, constant: set[fx.Node]) -> bool:
     return val(n) is not None and all(a in constant for a in n.all_input_nodes)
 
 
+def _empty(n: fx.Node) -> bool:
+    """``n`` computes a tensor with no elements (``x[:, :0]``, ``x.narrow(1, 2, 0)``): its value
+    is known whatever the inputs, and TOSA has no zero-sized tensor to compute it in."""
+    if n.op != "call_function" or not isinstance(n.target, torch._ops.OpOverload) or \
+            n.target._schema.is_mutable:
+        return False
+    value = val(n)
+    return value is not None and value.numel() == 0
+
+
 def constant_nodes(gm: fx.GraphModule) -> set[fx.Node]:
-    """The nodes of ``gm`` whose value does not depend on its inputs (get_attr and what
-    :func:`_foldable` computes from them).
+    """The nodes of ``gm`` whose value does not depend on its inputs (get_attr, what
+    :func:`_foldable` computes from them, and tensors with no elements).
 
     Example:
         >>> class M(torch.nn.Module):
@@ -46,7 +57,7 @@ def constant_nodes(gm: fx.GraphModule) -> set[fx.Node]:
     """
     constant: set[fx.Node] = set()
     for n in gm.graph.nodes:
-        if n.op == "get_attr" or _foldable(n, constant):
+        if n.op == "get_attr" or _foldable(n, constant) or _empty(n):
             constant.add(n)
     return constant
 
@@ -76,6 +87,8 @@ class FoldConstants(GraphPass):
             if n.op != "call_function" or n not in constant or \
                     all(u in constant for u in n.users):
                 continue
+            if _empty(n) and any(u.op == "output" for u in n.users):
+                continue  # (an empty output: TOSA cannot hold it, the CPU computes it)
             value = val(n)
             c = add_constant(gm, value.clone(), "folded", before=n)
             c.meta.update({k: n.meta[k] for k in ("val", "tv_val") if k in n.meta})
