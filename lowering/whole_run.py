@@ -1,6 +1,6 @@
 """Run a partly lowered model whole: its TOSA partitions on the reference model, the rest in PyTorch.
 
-A model with operators TOSA cannot express (``topk``, ``sort``, ``.item()``...) is lowered in
+A model with operators TOSA cannot express (``nonzero``, ``unique``, ``.item()``...) is lowered in
 pieces (:func:`lowering.lower` keeps those nodes on the CPU and makes one TOSA graph per group of
 supported nodes, see :class:`~lowering.lowered.Partition`). Deployed, the pieces run in turn: the
 CPU computes its nodes, the NPU each partition. :func:`run_whole` runs them the same way, so the

@@ -17,8 +17,9 @@ from .base import GraphPass, PassContext
 BOUND = 256.0
 _LIMIT = float(torch.finfo(torch.float32).max)
 #: Ops whose float arguments are bounds, or a norm's order (``ord=inf``: the max of ``|x|``, a
-#: mode, not a value; cdist's and pairwise_distance's ``p`` too), left alone.
-_BOUNDS = re.compile(r"clamp|clip|hardtanh|nan_to_num|norm|cdist|pairwise_distance")
+#: mode, not a value; cdist's and pairwise_distance's ``p`` too; isclose's ``atol=inf``, a
+#: tolerance), left alone.
+_BOUNDS = re.compile(r"clamp|clip|hardtanh|nan_to_num|norm|cdist|pairwise_distance|isclose")
 
 
 def _bounded(value):
@@ -53,3 +54,25 @@ class BoundInfiniteScalars(GraphPass):
             if node.op == "call_function" and not _BOUNDS.search(str(node.target)):
                 node.args = tuple(_bounded(a) for a in node.args)
                 node.kwargs = {k: _bounded(v) for k, v in node.kwargs.items()}
+
+
+# --------------------------------------------------------------------------- decomposition sizes
+
+#: The most elements one intermediate of a decomposition that grows quadratically may hold: the
+#: [..., K, M] comparison of bucketize / searchsorted (:mod:`.decompositions.compare_count`), the
+#: [..., K, P] one-hot mask of scatter_add / index_add / scatter_reduce and cumprod's [..., L, L]
+#: triangle (:mod:`.decompositions.scatter_cum`). 2**21 float32 elements are 8 MiB per tensor;
+#: beyond it the op stays on the CPU whole (a GATHER / SCATTER form would be linear, but TOSA
+#: SCATTER writes each row once, so duplicate indices could not accumulate).
+QUADRATIC_ELEMENTS = 2**21
+
+
+def within_quadratic_bound(*sizes: int) -> bool:
+    """Whether an intermediate of ``prod(sizes)`` elements stays within
+    :data:`QUADRATIC_ELEMENTS`.
+
+    Example:
+        >>> within_quadratic_bound(1024, 2048), within_quadratic_bound(2048, 1025)
+        (True, False)
+    """
+    return math.prod(sizes) <= QUADRATIC_ELEMENTS

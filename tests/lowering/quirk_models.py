@@ -285,7 +285,8 @@ class MatmulBroadcast(nn.Module):
 
 
 class SortOneHot(nn.Module):
-    """sort / argsort / one_hot: no TOSA form; they must stay on the CPU, the rest lowered."""
+    """sort / argsort / one_hot: no TOSA operator of their own, all decomposed (sorting by
+    pairwise comparison: lowering.passes.decompositions.sorting)."""
 
     def forward(self, x):
         s, _ = torch.sort(x, -1)

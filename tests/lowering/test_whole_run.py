@@ -112,7 +112,9 @@ def test_whole_run_without_a_pytorch_graph_says_so():
 
 
 class ScalarArgs(torch.nn.Module):
-    """Python numbers among the forward arguments: export keeps a placeholder for each."""
+    """Python numbers among the forward arguments: export keeps a placeholder for each. The
+    topk is over 2048 elements a row, beyond the sort decomposition's size bound
+    (lowering.passes.limits.QUADRATIC_ELEMENTS), so it stays on the CPU."""
 
     def forward(self, x, k: int, alpha: float, y):
         return torch.topk(x * alpha, k).values + y[..., :k]
@@ -121,7 +123,7 @@ class ScalarArgs(torch.nn.Module):
 @pytest.mark.parametrize("profile", ["INT", "FP"])
 def test_python_number_arguments_bind_to_their_placeholders(profile):
     torch.manual_seed(0)
-    model, example = ScalarArgs(), (torch.randn(2, 6), 3, 0.5, torch.randn(2, 6))
+    model, example = ScalarArgs(), (torch.randn(2, 2048), 3, 0.5, torch.randn(2, 2048))
     lm = lowering.lower(model, example, profile=profile)
     assert {c.target for c in lm.cpu_nodes} == {"aten.topk.default", "getitem"}
     row = judge_whole(lm, model, example)

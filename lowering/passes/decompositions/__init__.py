@@ -5,6 +5,7 @@ from . import (  # noqa: F401
     activation,
     arith,
     bags_pools,
+    compare_count,
     composite,
     creation,
     distance,
@@ -15,6 +16,8 @@ from . import (  # noqa: F401
     norm,
     reduce,
     rnn,
+    scatter_cum,
     shape,
+    sorting,
     spatial,
 )

@@ -336,3 +336,65 @@ def avg_pool3d(gm, n, b):
                 zip((h, w), zip(kernel[1:], stride[1:], padding[1:], strict=True), strict=True))
         x = b(aten.reshape.default, y, [nb, c, d, h, w])
     return b(aten.squeeze.dims, x, [0]) if batchless else x
+
+
+# --------------------------------------------------------------------------- max_pool3d
+
+
+@decomposition(aten.max_pool3d.default, aten.max_pool3d_with_indices.default)
+def max_pool3d(gm, n, b):
+    """max_pool3d of [N, C, D, H, W] (or [C, D, H, W]) as up to two max_pool2d: over D with a
+    [kD, 1] window on [N, C, D, H*W], then over H, W on [N, C*D', H, W]. The max over a box is
+    the max over D of the maxima over H, W, padding is -inf (never the max of a window that
+    holds an input element) and each axis's window starts (ceil mode included) depend on that
+    axis alone, so the two pools take PyTorch's windows exactly; dilation passes through per
+    axis. Exact in INT as in FP: max commutes with the monotone quantization, and the pools
+    and reshapes share the input's. The ``_with_indices`` form only when the indices are
+    unused (they stay on the CPU otherwise).
+
+    Example:
+        >>> from lowering.passes.rewrites import REWRITES
+        >>> from ._common import PASS
+        >>> REWRITES[PASS][aten.max_pool3d.default].fn.__name__
+        'max_pool3d'
+    """
+    x = n.args[0]
+    v = val(x)
+    if v is None or v.dim() not in (4, 5) or not v.is_floating_point() or v.numel() == 0:
+        return None
+    kernel = int_list(n.args[1], 3)
+    stride = int_list(arg(n, 2, "stride", []) or kernel, 3)
+    padding = int_list(arg(n, 3, "padding", 0), 3)
+    dilation = int_list(arg(n, 4, "dilation", 1), 3)
+    ceil = bool(arg(n, 5, "ceil_mode", False))
+    batchless = v.dim() == 4
+    if batchless:
+        x = b(aten.unsqueeze.default, x, 0)
+    nb, c, d, h, w = (1, *v.shape) if batchless else v.shape
+    over_d = (kernel[0], stride[0], padding[0]) != (1, 1, 0)
+    over_hw = (kernel[1:], stride[1:], padding[1:]) != ([1, 1], [1, 1], [0, 0])
+    if over_d:
+        y = b(aten.max_pool2d.default, b(aten.reshape.default, x, [nb, c, d, h * w]),
+              [kernel[0], 1], [stride[0], 1], [padding[0], 0], [dilation[0], 1], ceil)
+        d = _dilated_pooled_size(d, kernel[0], stride[0], padding[0], dilation[0], ceil)
+        x = b(aten.reshape.default, y, [nb, c, d, h, w])
+    if over_hw or not over_d:
+        y = b(aten.max_pool2d.default, b(aten.reshape.default, x, [nb, c * d, h, w]),
+              kernel[1:], stride[1:], padding[1:], dilation[1:], ceil)
+        h, w = (_dilated_pooled_size(size, k, s, p, dl, ceil) for size, k, s, p, dl in
+                zip((h, w), kernel[1:], stride[1:], padding[1:], dilation[1:], strict=True))
+        x = b(aten.reshape.default, y, [nb, c, d, h, w])
+    out = b(aten.squeeze.dims, x, [0]) if batchless else x
+    if n.target == aten.max_pool3d_with_indices.default:
+        return tuple_outputs(n, [out, None])
+    return out
+
+
+def _dilated_pooled_size(size: int, k: int, s: int, p: int, dl: int, ceil: bool) -> int:
+    """:func:`_pooled_size` of a window dilated by ``dl`` (its extent ``dl * (k - 1) + 1``).
+
+    Example:
+        >>> _dilated_pooled_size(7, 3, 2, 1, 2, True), _dilated_pooled_size(7, 2, 2, 0, 1, True)
+        (3, 4)
+    """
+    return _pooled_size(size, dl * (k - 1) + 1, s, p, ceil)

@@ -27,7 +27,8 @@ COMPOSITE_OPS = (aten.einsum.default, aten.swapaxes.default, aten.swapdims.defau
 #: pairwise_distance: their pieces would not all lower, and a CPU piece inside one op's
 #: decomposition leaves a partition boundary with no PyTorch node; nor copysign, signbit,
 #: round(decimals): decomposed into prims. Bilinear, pairwise_distance and cdist lower through
-#: :mod:`.distance` instead.)
+#: :mod:`.distance` instead; isclose and count_nonzero through :mod:`.compare_count`, cumprod
+#: through :mod:`.scatter_cum`, round(decimals) through :mod:`.arith`.)
 TABLE_DECOMPOSED_OPS = (aten.threshold.default, aten.im2col.default, aten.affine_grid_generator.default,
                         aten.linalg_cross.default, aten.deg2rad.default, aten.diagonal.default,
                         aten.diagonal_copy.default, aten.trace.default, aten.diag_embed.default,

@@ -1,0 +1,193 @@
+"""Comparisons and counts without a TOSA operator of their own, in terms of comparisons, casts
+and sums: ``torch.count_nonzero``, ``torch.isclose`` and ``torch.bucketize`` /
+``torch.searchsorted``.
+
+PyTorch's own table decomposes isclose and count_nonzero into prims, not all of which lower;
+a CPU piece inside one op's decomposition would leave a partition boundary with no PyTorch
+node (see :mod:`.composite`). So each rewrite here is all-or-nothing: every piece lowers in
+the profile it is registered for, or it returns None and the op stays whole on the CPU.
+
+Profiles: count_nonzero and bucketize / searchsorted lower in FP and INT. In INT their input
+is compared at its own quantization (the comparison's other operand, the zero or the
+boundaries, shares it: :data:`lowering.quantizer.COMPARE`), which is what the fake-quant model
+compares too, so the integer results equal the fake-quant model's. isclose lowers in FP only:
+its tolerances (1e-5 relative, 1e-8 absolute by default) are far below an int8 step, and its
+difference and tolerance would each be requantized before the comparison, so a flip of the
+boolean at one step is no error bound worth claiming; in INT it stays on the CPU.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.fx as fx
+
+from ...graph_utils import get_constant, val
+from ..limits import within_quadratic_bound
+from ._common import PASS, arg, decomposition, number_const  # noqa: F401 - PASS for the doctests
+
+aten = torch.ops.aten
+
+
+# --------------------------------------------------------------------------- count_nonzero
+
+
+def _count_dims(n: fx.Node, rank: int) -> list[int] | None:
+    """The dims count_nonzero reduces, sorted and non-negative; None: all of them."""
+    dim = arg(n, 1, "dim")
+    if dim is None:
+        return None
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    if not dims:  # count_nonzero(x, dim=[]) counts over every dim, as sum(x != 0, []) does
+        return None
+    return sorted({d % max(rank, 1) for d in dims})
+
+
+@decomposition(aten.count_nonzero.default, aten.count_nonzero.dim_IntList)
+def count_nonzero(gm, n, b):
+    """``count_nonzero(x, dim)``: ``sum(x != 0, dim)`` as int64 (int32 in TOSA). ``-0.0`` is
+    zero (IEEE ``!=``), NaN is not. Bool tensors are cast directly.
+
+    Example:
+        >>> from lowering.passes.rewrites import REWRITES
+        >>> REWRITES[PASS][aten.count_nonzero.dim_IntList].fn.__name__
+        'count_nonzero'
+    """
+    x = n.args[0]
+    v = val(x)
+    if v is None or v.dtype not in (torch.float32, torch.int32, torch.int64, torch.int8,
+                                    torch.int16, torch.bool):
+        return None
+    if v.dtype == torch.bool:
+        nonzero = x
+    else:
+        nonzero = b(aten.ne.Tensor, x, number_const(gm, b, 0, v.dtype, x, "zero"))
+    ones = b(aten._to_copy.default, nonzero, dtype=torch.int64)
+    dims = _count_dims(n, v.dim())
+    if v.dim() == 0 and dims is None:
+        return ones
+    return b(aten.sum.dim_IntList, ones, list(range(v.dim())) if dims is None else dims, False)
+
+
+# --------------------------------------------------------------------------- isclose
+
+
+@decomposition(aten.isclose.default, profiles={"FP"})
+def isclose(gm, n, b):
+    """``isclose(a, b, rtol, atol, equal_nan)`` of float32 tensors, PyTorch's formula in its own
+    operation order (ATen's TensorCompare ``isclose``), so every float operation rounds as
+    PyTorch's does and the boolean is exact:
+    ``(a == b) | (equal_nan & isnan(a) & isnan(b)) |
+    (isfinite(|a - b|) & (|a - b| <= atol + |rtol * b|))`` (the last term only when a tolerance
+    is non-zero). ``isnan(t)`` is ``t != t``; ``isfinite(e)`` of the non-negative error is
+    ``e < inf`` (False for NaN and inf).
+
+    Example:
+        >>> from lowering.passes.rewrites import REWRITES
+        >>> sorted(REWRITES[PASS][aten.isclose.default].profiles)
+        ['FP']
+    """
+    x, y = n.args[0], n.args[1]
+    rtol, atol = float(arg(n, 2, "rtol", 1e-5)), float(arg(n, 3, "atol", 1e-8))
+    equal_nan = bool(arg(n, 4, "equal_nan", False))
+    vx, vy = val(x), val(y)
+    if not isinstance(y, fx.Node) or vx is None or vy is None or vx.dtype != torch.float32 or \
+            vy.dtype != torch.float32 or math.isnan(rtol) or math.isnan(atol):
+        return None
+    close = b(aten.eq.Tensor, x, y)
+    if equal_nan:
+        both_nan = b(aten.logical_and.default, b(aten.ne.Tensor, x, x), b(aten.ne.Tensor, y, y))
+        close = b(aten.logical_or.default, close, both_nan)
+    if rtol == 0 and atol == 0:
+        return close
+    ref = x if vx.dim() >= vy.dim() else y
+    allowed = b(aten.add.Tensor, b(aten.abs.default,
+                                   b(aten.mul.Tensor, y, number_const(gm, b, rtol, torch.float32, ref,
+                                                                      "rtol"))),
+                number_const(gm, b, atol, torch.float32, ref, "atol"))
+    actual = b(aten.abs.default, b(aten.sub.Tensor, x, y))
+    finite = b(aten.lt.Tensor, actual, number_const(gm, b, math.inf, torch.float32, ref, "inf"))
+    within = b(aten.logical_and.default, finite, b(aten.le.Tensor, actual, allowed))
+    return b(aten.logical_or.default, close, within)
+
+
+# --------------------------------------------------------------------------- bucketize / searchsorted
+
+
+def _unsqueezed(gm, b, x: fx.Node, dim: int) -> fx.Node:
+    """``x.unsqueeze(dim)``; a constant is reshaped here, once."""
+    ct = get_constant(gm, x)
+    if ct is not None:
+        return b.const(gm, ct.unsqueeze(dim), "boundaries")
+    return b(aten.unsqueeze.default, x, dim)
+
+
+def _insertion_points(gm, b, boundaries: fx.Node, x: fx.Node, right: bool, out_int32: bool):
+    """Where ``x`` would be inserted into the last dim of sorted ``boundaries`` [..., M]:
+    ``M - count(boundaries > x)`` (``right``) or ``M - count(boundaries >= x)``, each count a
+    broadcast comparison [..., K, M] summed over M. PyTorch's binary search moves right
+    whenever ``boundaries[mid] >= x`` (left) fails, so a NaN ``x`` goes to the end (M): the
+    comparisons are false for NaN, and M minus a count of 0 is M, as PyTorch's.
+    ``x`` is the comparison's first operand, so that in INT the boundaries share ``x``'s
+    quantization, not the other way round."""
+    vb, vx = val(boundaries), val(x)
+    if vb is None or vx is None or vb.dtype != vx.dtype or vb.dim() < 1 or \
+            vb.dtype not in (torch.float32, torch.int32, torch.int64):
+        return None
+    m = vb.shape[-1]
+    if vb.dim() > 1 and (vx.dim() != vb.dim() or vx.shape[:-1] != vb.shape[:-1]):
+        return None
+    if m == 0 or vx.numel() == 0 or not within_quadratic_bound(vx.numel(), m):
+        return None
+    row = _unsqueezed(gm, b, boundaries, -2) if vb.dim() > 1 else boundaries
+    below = b(aten.lt.Tensor if right else aten.le.Tensor, b(aten.unsqueeze.default, x, -1), row)
+    dtype = torch.int32 if out_int32 else torch.int64
+    count = b(aten.sum.dim_IntList, b(aten._to_copy.default, below, dtype=dtype), [-1], False)
+    return b(aten.sub.Tensor, number_const(gm, b, m, dtype, count, "length"), count)
+
+
+@decomposition(aten.bucketize.Tensor)
+def bucketize(gm, n, b):
+    """``bucketize(x, boundaries, out_int32, right)`` (1-D ``boundaries``, a constant or an
+    input): :func:`_insertion_points`. Values exactly on a boundary go left of it
+    (``right=False``: the boundary's index) or right (its index + 1), as PyTorch's.
+
+    Example:
+        >>> from lowering.passes.rewrites import REWRITES
+        >>> REWRITES[PASS][aten.bucketize.Tensor].fn.__name__
+        'bucketize'
+    """
+    x, boundaries = n.args[0], n.args[1]
+    if val(boundaries) is None or val(boundaries).dim() != 1:
+        return None
+    return _insertion_points(gm, b, boundaries, x, bool(n.kwargs.get("right", False)),
+                             bool(n.kwargs.get("out_int32", False)))
+
+
+@decomposition(aten.searchsorted.Tensor)
+def searchsorted(gm, n, b):
+    """``searchsorted(sorted_sequence, x, out_int32, right, side, sorter)``: 1-D boundaries for
+    any ``x``, or [..., M] boundaries with ``x`` [..., K] of the same leading dims
+    (:func:`_insertion_points`); ``side="right"`` is ``right=True``; a ``sorter`` (the
+    permutation that sorts an unsorted sequence) first gathers the sequence into order.
+
+    Example:
+        >>> from lowering.passes.rewrites import REWRITES
+        >>> REWRITES[PASS][aten.searchsorted.Tensor].fn.__name__
+        'searchsorted'
+    """
+    boundaries, x = n.args[0], n.args[1]
+    sorter = n.kwargs.get("sorter")
+    if sorter is not None:
+        # the sequence in sorted order: gathered here when both are constants, else one GATHER
+        # (in INT it shares the sequence's quantization: a permutation of its values)
+        vb, vs = val(boundaries), val(sorter)
+        if vb is None or vs is None or vs.is_floating_point() or tuple(vs.shape) != tuple(vb.shape):
+            return None
+        known, order = get_constant(gm, boundaries), get_constant(gm, sorter)
+        boundaries = b.const(gm, known.gather(-1, order), "sorted") if known is not None and order is not None \
+            else b(aten.gather.default, boundaries, -1, sorter)
+    side = n.kwargs.get("side")
+    right = side == "right" if side is not None else bool(n.kwargs.get("right", False))
+    return _insertion_points(gm, b, boundaries, x, right, bool(n.kwargs.get("out_int32", False)))
