@@ -15,13 +15,14 @@ import torch.fx as fx
 
 
 class _FirstNonFinite(fx.Interpreter):
-    """Runs a graph and stops at the first call whose tensor result holds a NaN or infinity."""
+    """Runs a graph and stops at the first input or call whose tensor value holds a NaN or
+    infinity."""
 
     found: fx.Node | None = None
 
     def run_node(self, n: fx.Node):
         result = super().run_node(n)
-        if n.op in ("call_function", "call_method", "call_module"):
+        if n.op in ("placeholder", "call_function", "call_method", "call_module"):
             values = result if isinstance(result, (tuple, list)) else (result,)
             for value in values:
                 if isinstance(value, torch.Tensor) and value.is_floating_point() \
@@ -45,6 +46,8 @@ def first_non_finite(gm: fx.GraphModule, batches: Sequence[tuple]) -> str | None
         "calibration batch 1, node 'log' (aten.log.default) gives NaN or infinity"
         >>> first_non_finite(gm, [(torch.full((3,), 5.0),)]) is None
         True
+        >>> first_non_finite(gm, [(torch.tensor([5.0, float("nan"), 5.0]),)]).split(":")[0]
+        "calibration batch 1, input 'x' holds NaN or infinity"
     """
     from .emitter import source_line
     from .graph_utils import target_name
@@ -56,6 +59,9 @@ def first_non_finite(gm: fx.GraphModule, batches: Sequence[tuple]) -> str | None
                 walker.run(*batch)
         except StopIteration:
             node = walker.found
+            if node.op == "placeholder":
+                return (f"calibration batch {number}, input {node.name!r} holds NaN or infinity: INT "
+                        f"quantization needs finite activations; fix the calibration data")
             where = source_line(node)
             return (f"calibration batch {number}, node {node.name!r} ({target_name(node)}) gives NaN or "
                     f"infinity: INT quantization needs finite activations; fix the model or its "

@@ -132,8 +132,10 @@ WEIGHTED = {aten.conv2d.default, aten.conv2d.padding, aten.conv1d.default, aten.
             aten.linear.default, aten.conv_transpose2d.input, aten.convolution.default,
             aten.conv3d.default, aten.conv3d.padding}
 FUSABLE_PRODUCERS = WEIGHTED | {aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor}
+#: each operand and the output quantized on their own (atan2's int8 form is one 2-D table:
+#: lowering.ops.unary.atan2_table)
 BINARY = {aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.matmul.default,
-          aten.bmm.default, aten.mm.default}
+          aten.bmm.default, aten.mm.default, aten.atan2.default}
 SHARED_BINARY = {aten.maximum.default, aten.minimum.default}
 COMPARE = {aten.eq.Tensor, aten.ne.Tensor, aten.gt.Tensor, aten.ge.Tensor, aten.lt.Tensor,
            aten.le.Tensor}

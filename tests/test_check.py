@@ -140,7 +140,7 @@ PARTLY_SUPPORTED = (
     "        self.c1 = torch.nn.Conv2d(3, 8, 3, padding=1)\n"
     "        self.c2 = torch.nn.Conv2d(8, 4, 3, padding=1)\n"
     "    def forward(self, x):\n"
-    "        return self.c2(torch.atan2(self.c1(x), torch.ones(1)))  # atan2: no TOSA lowering\n"
+    "        return self.c2(torch.nextafter(self.c1(x), torch.ones(1)))  # nextafter: no TOSA lowering\n"
     "def build():\n"
     "    torch.manual_seed(0)\n"
     "    return M().eval(), (torch.randn(1, 3, 8, 8),)\n"
@@ -154,7 +154,7 @@ def test_partly_lowered_model_checks_every_partition(tmp_path, capsys):
     code, out, err = run_check([f"{src}:build", "--json", str(json_path), "--report", str(html_path),
                                 "--golden", str(store), "--update-golden"], capsys)
     assert code == 1 and "RESULT: FAIL (fully lowered)" in out
-    assert "atan2 (aten.atan2.default): operator not supported" in out
+    assert "nextafter (aten.nextafter.default): operator not supported" in out
     # the Vela figure is the sum over the partitions, compiled here independently
     import lowering
     from ethosu.compiler import compile_tosa
@@ -167,7 +167,7 @@ def test_partly_lowered_model_checks_every_partition(tmp_path, capsys):
     assert f"{cycles:,} cycles over 2 partitions" in out
     assert "every operator of 2 partitions agrees" in out
     # drift per partition, on the values PyTorch computes for each partition's inputs: the second
-    # partition's input is atan2's output, quantized as the partition expects it
+    # partition's input is nextafter's output, quantized as the partition expects it
     assert "[4/7] drift vs float (2 partitions)" in err and "== partition tosa_1 (conv2d_1) ==" in out
     with torch.no_grad():
         fq = lowered.quantized_model(*example)
@@ -177,8 +177,8 @@ def test_partly_lowered_model_checks_every_partition(tmp_path, capsys):
     tosa_out = lowered.partition_models()[1].run(*example)[0]
     assert np.allclose(tosa_out.numpy(), fq.numpy(), atol=3 * float(lowered.partitions[1].output_qparams[0].s))
     assert out_row["total"]["sqnr_db"] > 20
-    assert data["passed"] is False and [c["node"] for c in data["cpu_nodes"]] == ["atan2"]
-    # the whole model, run as deployed (partitions on TOSA, atan2 in PyTorch): its output is the
+    assert data["passed"] is False and [c["node"] for c in data["cpu_nodes"]] == ["nextafter"]
+    # the whole model, run as deployed (partitions on TOSA, nextafter in PyTorch): its output is the
     # fake-quant model's within a step, and its SQNR against float is reported
     whole = lowered.run(*example)[0]
     assert np.allclose(whole.numpy(), fq.numpy(), atol=1.01 * float(lowered.partitions[1].output_qparams[0].s))
@@ -189,7 +189,7 @@ def test_partly_lowered_model_checks_every_partition(tmp_path, capsys):
     assert f"CPU nodes in PyTorch) vs float: SQNR {sqnr:.1f} dB" in out
     # the report is written, with one section per partition and the CPU nodes
     page = html_path.read_text()
-    assert "Nodes left on the CPU (1)" in page and "aten.atan2.default" in page
+    assert "Nodes left on the CPU (1)" in page and "aten.nextafter.default" in page
     assert f"SQNR {sqnr:.1f} dB" in page  # the whole model's accuracy
     assert page.count("TOSA partition tosa_") == 2 and page.count("Per-layer SQNR along the network") == 2
     assert GoldenStore(store).cases() == ["partly.build/INT/tosa_0", "partly.build/INT/tosa_1"]

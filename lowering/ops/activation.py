@@ -315,12 +315,14 @@ def table(em, node, fn, x_node, layout, out=None):
 FP_BUILDERS: dict = {}
 
 
-def unary_function(*targets, step: bool = False):
+def unary_function(*targets, step: bool = False, profiles=frozenset({"INT", "FP"})):
     """Register element-wise functions of one tensor: a TABLE in INT, ``fn`` in FP.
 
     ``fn(em, node, x, out)`` emits the FP graph; ``step`` marks functions with jumps
     (int8 TABLE only). The emitter registered for ``targets`` carries ``fn``'s name, module
-    and docstring, so the supported-op table names the FP builder.
+    and docstring, so the supported-op table names the FP builder. ``profiles={"INT"}``
+    registers the TABLE alone (the op's FP form is a decomposition, or it stays on the CPU):
+    ``fn`` is then never called.
 
     Example:
         >>> from lowering.ops import REGISTRY
@@ -334,11 +336,12 @@ def unary_function(*targets, step: bool = False):
             _emit_unary(em, node, fn)
 
         for t in targets:
-            FP_BUILDERS[t] = fn
+            if "FP" in profiles:
+                FP_BUILDERS[t] = fn
             TABLE_OPS.add(t)
             if step:
                 STEP_FUNCTIONS.add(t)
-        register(*targets)(emit)
+        register(*targets, profiles=profiles)(emit)
         return fn
 
     return deco

@@ -1,5 +1,7 @@
 """Unary math: inverse trigonometric and hyperbolic functions, sinh/cosh/tan, logarithms to
-other bases, erfinv, logit, celu/selu, sign and rounding.
+other bases, erfinv, logit, celu/selu, sign and rounding; the INT TABLEs of special functions
+whose FP forms are decompositions (sinc, ndtr, log_ndtr, erfcx, i0, digamma, lgamma); and
+atan2 of two int8 tensors as one 2-D table (GATHER).
 
 In INT each op is one TABLE of the op itself (:func:`~lowering.ops.activation.unary_function`);
 in FP each is composed from TOSA FP32 operators. Where the composition is not exact, its
@@ -12,9 +14,13 @@ import math
 
 import numpy as np
 import torch
+import torch.fx as fx
 
+from ..errors import LoweringError
+from ..qparams import dequantize_f32, quantize_f64
 from .activation import elu_like, fp_const, unary_function
-from .common import clamp, compare, fp_binary, fp_sqrt, fp_unary, select
+from .common import cast_to, clamp, compare, fp_binary, fp_sqrt, fp_unary, select
+from .registry import register
 
 aten = torch.ops.aten
 
@@ -350,7 +356,9 @@ def erfc(em, node, x, out):
 @unary_function(aten.nan_to_num.default)
 def nan_to_num(em, node, x, out):
     """NaN -> ``nan`` (0), +inf -> ``posinf`` (float32's largest), -inf -> ``neginf`` (its
-    lowest); finite values unchanged."""
+    lowest); finite values unchanged. An integer tensor holds none of them: IDENTITY."""
+    if _integer_identity(em, x, out):
+        return
     fmax = float(np.finfo(np.float32).max)
     values = [node.args[i] if len(node.args) > i else node.kwargs.get(k) for i, k in
               ((1, "nan"), (2, "posinf"), (3, "neginf"))]
@@ -361,3 +369,81 @@ def nan_to_num(em, node, x, out):
     y = select(em, small, fp_const(em, node, neginf, "neginf"), y, "lo")
     number = compare(em, "EQUAL", x, x, "number")  # False only for NaN
     select(em, number, y, fp_const(em, node, nan, "nan"), "fp", out=out)
+
+
+# ----------------------------------------------------------------------------- special functions
+# INT only: one TABLE of the function itself. Their FP forms are decompositions
+# (lowering.passes.decompositions.special: sinc, ndtr, log_ndtr, erfcx, i0, digamma, lgamma).
+
+
+def _table_only(em, node, x, out):
+    raise LoweringError(f"{node.target} has no FP32 form here (an INT TABLE only)", node=node.name)
+
+
+@unary_function(aten.sinc.default, aten.special_sinc.default, aten.special_ndtr.default, aten.special_log_ndtr.default,
+                aten.special_erfcx.default, aten.special_i0.default, aten.i0.default,
+                profiles={"INT"})
+def special_table(em, node, x, out):
+    """INT: one TABLE of the function (quantize(f(dequantize(q))) for each of the 256 int8
+    inputs, 513 interpolated samples for int16). FP: see the decompositions of
+    :mod:`lowering.passes.decompositions.special`."""
+    _table_only(em, node, x, out)
+
+
+@unary_function(aten.digamma.default, aten.special_digamma.default, aten.special_psi.default,
+                aten.lgamma.default, aten.special_gammaln.default, step=True, profiles={"INT"})
+def gamma_table(em, node, x, out):
+    """INT (int8 only): one TABLE of digamma / lgamma. Their poles at 0, -1, -2, ... are jumps
+    (to the saturated ends, or NaN, which the table holds as 0 like the fake-quant cast) that
+    the interpolating int16 TABLE cannot follow, so int16 inputs stay on the CPU. FP: see the
+    decompositions of :mod:`lowering.passes.decompositions.special`."""
+    _table_only(em, node, x, out)
+
+
+# ----------------------------------------------------------------------------- binary: 2-D TABLE
+#: int8 levels per operand: the 2-D table of a function of two int8 inputs has 256 * 256 entries
+_LEVELS = 256
+
+
+def _int8_table_2d(fn, qa, qb, qo) -> np.ndarray:
+    """``quantize(fn(dequantize(a), dequantize(b)))`` for every pair of int8 levels, entry
+    ``(a + 128) * 256 + (b + 128)``, as the fake-quant graph computes it (the dequantized
+    float32 inputs, fn in float32 as PyTorch runs it, the quantization in float64, as
+    :func:`~lowering.ops.activation.int8_table` does)."""
+    q = torch.arange(-128, 128, dtype=torch.int8)
+    a = dequantize_f32(q, qa.s, qa.zp).float()[:, None].expand(_LEVELS, _LEVELS)
+    b = dequantize_f32(q, qb.s, qb.zp).float()[None, :].expand(_LEVELS, _LEVELS)
+    y = torch.as_tensor(fn(a, b)).double()
+    return quantize_f64(y, qo.s, qo.zp, qo.qmin, qo.qmax, qo.dtype).to(torch.int8).reshape(-1).numpy()
+
+
+@register(aten.atan2.default, profiles={"INT"})
+def atan2_table(em, node):
+    """INT atan2 of two int8 tensors: one GATHER from a 65536-entry table of the quantized
+    angle of every pair of input levels (:func:`_int8_table_2d`), at the index
+    ``(qy + 128) * 256 + (qx + 128)`` computed exactly in int32 (broadcast as the operands
+    are). It is the fake-quant model's atan2 to the step (a float32 tie aside), as a TABLE is
+    for a unary function. int16 operands (2**32 pairs) stay on the CPU; FP is the
+    decomposition :func:`lowering.passes.decompositions.special.atan2`."""
+    y, x = node.args[0], node.args[1]
+    qy, qx, qo = (em.qin(node, y), em.qin(node, x), em.qout(node)) if em.is_int else (None,) * 3
+    if not all(isinstance(a, fx.Node) for a in (y, x)) or \
+            any(q is None or q.dtype != torch.int8 for q in (qy, qx, qo)):
+        raise LoweringError("atan2 lowers for int8 operands and output only (a 2-D table)", node=node.name)
+    layout = em.layout(node)
+    rank = len(em.shape(node))
+    ny, nx = (em.operand(a, layout, rank, f"arg{i}") for i, a in enumerate((y, x)))
+    wy, wx = cast_to(em, ny, "INT32", "y_i32"), cast_to(em, nx, "INT32", "x_i32")  # exact
+    ones = [1] * max(rank, 1)
+    row = fp_binary(em, "MUL", wy, em.const("levels", [_LEVELS], "INT32", ones), "row")
+    offset = em.const("offset", [128 * _LEVELS + 128], "INT32", ones)
+    index = fp_binary(em, "ADD", fp_binary(em, "ADD", row, wx, "pair"), offset, "index")
+    count = int(np.prod(em.writer.shapes[index], dtype=np.int64))
+    flat = em.new("index_flat", [1, count], "INT32")
+    em.writer.op("RESHAPE", [index, em.const_shape("index_flat_shape", [1, count])], flat)
+    table = em.const("atan2_table", _int8_table_2d(torch.atan2, qy, qx, qo), "INT8", [1, _LEVELS * _LEVELS, 1])
+    gathered = em.new("gathered", [1, count, 1], "INT8")
+    em.writer.op("GATHER", [table, flat], gathered)
+    out = em.out(node, layout)
+    em.writer.op("RESHAPE", [gathered, em.const_shape("out_shape", em.writer.shapes[out])], out)
+    em.bind(node, out, layout)

@@ -171,6 +171,12 @@ def test_fp_with_ties_is_the_stable_sort(name):
     (fn, stable), shape = OPS[name]
     x = tied(*shape)
     assert x.unique().numel() < x.numel()  # the case has ties
+    _stable_and_torch_values(fn, stable, x)
+
+
+def _stable_and_torch_values(fn, stable, x):
+    """The FP lowering of ``fn`` on ``x`` gives the stable sort's values and indices, and
+    PyTorch's values (whichever of equal values PyTorch's index picked)."""
     _, got = _fp(fn, x)
     for g, want in zip(got, _flat(stable(x)), strict=True):
         _equal(g, want)
@@ -178,7 +184,7 @@ def test_fp_with_ties_is_the_stable_sort(name):
         theirs = _flat(fn(x))
     for g, t in zip(got, theirs, strict=True):
         if t.is_floating_point():
-            _equal(g, t)  # the values are PyTorch's whichever of equal values it picked
+            _equal(g, t)
 
 
 def _with_nans(*shape):
@@ -193,15 +199,7 @@ def test_fp_nan_sorts_as_the_largest_value(name):
     """NaN after +inf (PyTorch's order), NaNs in index order among themselves; median of a row
     holding a NaN is NaN at the first NaN's index, as PyTorch's."""
     (fn, stable), shape = OPS[name]
-    x = _with_nans(*shape)
-    _, got = _fp(fn, x)
-    for g, want in zip(got, _flat(stable(x)), strict=True):
-        _equal(g, want)
-    with torch.no_grad():
-        theirs = _flat(fn(x))
-    for g, t in zip(got, theirs, strict=True):
-        if t.is_floating_point():
-            _equal(g, t)
+    _stable_and_torch_values(fn, stable, _with_nans(*shape))
 
 
 def test_fp_median_with_nan_matches_pytorch_indices():

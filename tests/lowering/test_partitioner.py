@@ -52,18 +52,20 @@ class SmallCNN(nn.Module):
         return self.fc(torch.flatten(self.pool(x), 1))
 
 
-class WithAtan2(nn.Module):
-    """conv -> relu -> mean -> atan2 -> linear; aten.atan2 has no TOSA lowering."""
+class WithMaskedScatter(nn.Module):
+    """conv -> relu -> mean -> masked_scatter -> linear; aten.masked_scatter (a core ATen op, as
+    an ExecuTorch program's CPU part needs) has no TOSA lowering."""
 
     def __init__(self):
         super().__init__()
         self.conv = nn.Conv2d(3, 8, 3, padding=1)
         self.fc = nn.Linear(8, 4)
         self.register_buffer("reference", torch.linspace(0.5, 1.5, 8))
+        self.register_buffer("mask", torch.arange(8) % 3 == 0)
 
     def forward(self, x):
         y = torch.relu(self.conv(x)).mean((2, 3))
-        return self.fc(torch.atan2(y, self.reference))
+        return self.fc(y.masked_scatter(self.mask, self.reference))
 
 
 def _inputs(shape, seed):
@@ -214,15 +216,15 @@ def test_quantized_cnn_pte_payload_is_our_tosa(small_cnn, tmp_path):
 
 
 def test_unsupported_op_stays_on_cpu_between_delegates():
-    assert "aten.atan2.default" not in lowering.SUPPORTED_OPS
+    assert "aten.masked_scatter.default" not in lowering.SUPPORTED_OPS
     torch.manual_seed(1)
-    model = WithAtan2().eval()
+    model = WithMaskedScatter().eval()
     example = (_inputs((1, 3, 8, 8), 7),)
     converted, ep = _quantize(model, example)
     part = TosaPartitioner("INT")
     edge = to_edge_transform_and_lower(ep, partitioner=[part])
     assert [(c.target, c.reason) for c in part.cpu_nodes] == [
-        ("aten.atan2.default", "operator not supported by the TOSA lowering")]
+        ("aten.masked_scatter.default", "operator not supported by the TOSA lowering")]
     assert _delegate_calls(edge) == 2
     payloads = delegate_payloads(edge)
     assert [b for b, _ in payloads] == [BACKEND_ID, BACKEND_ID]
@@ -230,7 +232,7 @@ def test_unsupported_op_stays_on_cpu_between_delegates():
         graph = tosa_verify.load(payload)
         dtypes = {graph.main.tensors[t].dtype for t in (*graph.main.inputs, *graph.main.outputs)}
         assert dtypes == {"INT8"}
-    # delegates + CPU atan2 reproduce the fake-quantized model within one output step
+    # delegates + CPU masked_scatter reproduce the fake-quantized model within one output step
     for seed in range(3):
         x = _inputs((1, 3, 8, 8), seed)
         got = _run_lowered(edge, x)[0]
@@ -245,7 +247,7 @@ def test_pass_pipeline_runs_once_plus_once_per_partition(profile, pipeline_runs)
     and the TOSA lower() writes for that partition, under ExecuTorch's node names."""
     torch.manual_seed(1)
     example = (_inputs((1, 3, 8, 8), 7),)
-    model = WithAtan2().eval()
+    model = WithMaskedScatter().eval()
     if profile == "INT":
         model, ep = _quantize(model, example)
     else:
@@ -320,13 +322,13 @@ def test_partitioner_keeps_nodes_a_visitor_refuses_on_cpu(broken_visitor, profil
 
 def test_backend_error_names_node_and_reason():
     """Handed a partition it cannot lower, the backend says which node and why."""
-    ep = torch.export.export(WithAtan2().eval(), (_inputs((1, 3, 8, 8), 1),))
-    atan2 = next(n.name for n in ep.graph.nodes if n.target is torch.ops.aten.atan2.default)
+    ep = torch.export.export(WithMaskedScatter().eval(), (_inputs((1, 3, 8, 8), 1),))
+    masked_scatter = next(n.name for n in ep.graph.nodes if n.target is torch.ops.aten.masked_scatter.default)
     with pytest.raises(LoweringError) as error:
         TosaVerifyBackend.preprocess(ep, DelegateSpec("FP").to_compile_specs())
-    assert (error.value.node, error.value.target) == (atan2, "aten.atan2.default")
+    assert (error.value.node, error.value.target) == (masked_scatter, "aten.masked_scatter.default")
     assert error.value.reason == "operator not supported by the TOSA lowering"
-    assert str(error.value) == f"node '{atan2}' (aten.atan2.default): {error.value.reason}"
+    assert str(error.value) == f"node '{masked_scatter}' (aten.masked_scatter.default): {error.value.reason}"
 
 
 @pytest.mark.parametrize("how", ["exclude_modules", "exclude_ops", "exclude_nodes"])
@@ -386,29 +388,32 @@ def test_to_edge_then_to_backend_flow(small_cnn, pipeline_runs):
 @pytest.mark.parametrize("profile", ["FP", "INT"])
 def test_lower_emits_one_tosa_graph_per_partition(profile, tmp_path, pipeline_runs):
     torch.manual_seed(3)
-    model = WithAtan2().eval()
+    model = WithMaskedScatter().eval()
     x = _inputs((1, 3, 8, 8), 4)
     lm = lowering.lower(model, (x,), profile=profile)
     assert pipeline_runs == [profile]  # once over the whole graph; partitions are cut from it
-    assert lm.tosa is None and [c.target for c in lm.cpu_nodes] == ["aten.atan2.default"]
+    assert lm.tosa is None and [c.target for c in lm.cpu_nodes] == ["aten.masked_scatter.default"]
     assert len(lm.partitions) == 2 and all(p.tosa for p in lm.partitions)
     first, second = lm.partitions
     assert "conv2d" in first.nodes and "linear" in second.nodes
     assert lm.op_counts.get("CONV2D", 0) >= 2 and lm.provenance
-    # partition 0 -> atan2 on the CPU -> partition 1 gives the model's result
+    # partition 0 -> masked_scatter on the CPU -> partition 1 gives the model's result
     graph0, graph1 = (tosa_verify.load(p.tosa) for p in lm.partitions)
-    reference = model.reference.numpy()
+
+    def on_cpu(mid):  # the CPU node, as the deployed program's CPU part runs it
+        return np.asarray(torch.from_numpy(np.asarray(mid, np.float32)).masked_scatter(model.mask, model.reference))
+
     if profile == "FP":
         mid = tosa_verify.run(graph0, [x.numpy()])[0]
-        out = tosa_verify.run(graph1, [np.arctan2(mid, reference).astype(np.float32)])[0]
+        out = tosa_verify.run(graph1, [on_cpu(mid)])[0]
         np.testing.assert_allclose(out, model(x).detach().numpy(), rtol=1e-4, atol=1e-5)
         return
     (q_in,), (q_mid,) = first.input_qparams, first.output_qparams
-    (q_atan,), (q_out,) = second.input_qparams, second.output_qparams
-    assert all(q.dtype == torch.int8 for q in (q_in, q_mid, q_atan, q_out))
+    (q_cpu,), (q_out,) = second.input_qparams, second.output_qparams
+    assert all(q.dtype == torch.int8 for q in (q_in, q_mid, q_cpu, q_out))
     mid = tosa_verify.run(graph0, [q_in.quantize(x.numpy()).astype(np.int8)])[0]
-    atan = np.arctan2(q_mid.dequantize(mid), reference)
-    out = tosa_verify.run(graph1, [q_atan.quantize(atan).astype(np.int8)])[0]
+    scattered = on_cpu(q_mid.dequantize(mid))
+    out = tosa_verify.run(graph1, [q_cpu.quantize(scattered).astype(np.int8)])[0]
     expected = lm.quantized_model(x).detach().numpy()
     np.testing.assert_allclose(q_out.dequantize(out), expected, atol=q_out.s * 1.01, rtol=0)
     manifest = json.loads((lm.save(tmp_path) / "manifest.json").read_text())

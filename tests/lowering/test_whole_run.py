@@ -17,22 +17,22 @@ from lowering.lowered import LoweredModel
 from lowering.whole_run import WholeRunError, run_whole, source_node
 
 
-class Atan2Between(torch.nn.Module):
-    """relu + 1 (TOSA), atan2 (CPU), * 2 + (TOSA, reading both)."""
+class NextafterBetween(torch.nn.Module):
+    """relu + 1 (TOSA), nextafter (CPU), * 2 + (TOSA, reading both)."""
 
     def forward(self, x):
         y = torch.relu(x) + 1
-        return torch.atan2(y, x) * 2 + y
+        return torch.nextafter(y, x) * 2 + y
 
 
 class LateInput(torch.nn.Module):
-    """One partition {relu, add} whose second input (a CPU atan2) comes, in graph order, after
+    """One partition {relu, add} whose second input (a CPU nextafter) comes, in graph order, after
     another CPU node that reads the partition's output: the partition must wait for it."""
 
     def forward(self, x):
         a = torch.relu(x)
-        d = torch.atan2(a, x + 2)
-        c = torch.atan2(x, x + 3)
+        d = torch.nextafter(a, x + 2)
+        c = torch.nextafter(x, x + 3)
         return d, a + c
 
 
@@ -41,12 +41,12 @@ def _example():
     return (torch.randn(2, 3),)
 
 
-@pytest.mark.parametrize("model", [Atan2Between(), LateInput()], ids=["atan2_between", "late_input"])
+@pytest.mark.parametrize("model", [NextafterBetween(), LateInput()], ids=["nextafter_between", "late_input"])
 @pytest.mark.parametrize("profile", ["INT", "FP"])
 def test_partitioned_model_runs_whole(model, profile):
     example = _example()
     lm = lowering.lower(model, example, profile=profile)
-    assert lm.tosa is None and {c.target for c in lm.cpu_nodes} == {"aten.atan2.default"}
+    assert lm.tosa is None and {c.target for c in lm.cpu_nodes} == {"aten.nextafter.default"}
     # INT: the TOSA partitions are bit-exact and the CPU nodes see the same dequantized values
     row = judge_whole(lm, model, example)
     assert row["ok"], row
@@ -73,13 +73,13 @@ def test_fp_partition_inputs_from_a_decomposed_node():
     # FP: the float model has "add" where the lowered graph has its decomposition "add_tensor";
     # the second partition's inputs were looked up by the lowered name and not found
     example = _example()
-    lm = lowering.lower(Atan2Between(), example, profile="FP")
+    lm = lowering.lower(NextafterBetween(), example, profile="FP")
     second = lm.partition_models()[1]
-    assert second.input_names == ["atan2", "add_tensor"]
+    assert second.input_names == ["nextafter", "add_tensor"]
     y = torch.relu(example[0]) + 1
-    atan2, add = second.quantize_inputs(*example)
+    nextafter, add = second.quantize_inputs(*example)
     np.testing.assert_array_equal(add, y.numpy())
-    np.testing.assert_array_equal(atan2, torch.atan2(y, example[0]).numpy())
+    np.testing.assert_array_equal(nextafter, torch.nextafter(y, example[0]).numpy())
 
 
 def test_boundary_inside_a_decomposition_is_refused_by_name():

@@ -15,9 +15,11 @@ from . import (  # noqa: F401
     matmul,
     norm,
     reduce,
+    resample,
     rnn,
     scatter_cum,
     shape,
     sorting,
     spatial,
+    special,
 )

@@ -1,6 +1,6 @@
 """Comparisons and counts without a TOSA operator of their own, in terms of comparisons, casts
-and sums: ``torch.count_nonzero``, ``torch.isclose`` and ``torch.bucketize`` /
-``torch.searchsorted``.
+and sums: ``torch.count_nonzero``, ``torch.isclose``, ``torch.isnan`` / ``isinf`` /
+``isposinf`` / ``isneginf`` and ``torch.bucketize`` / ``torch.searchsorted``.
 
 PyTorch's own table decomposes isclose and count_nonzero into prims, not all of which lower;
 a CPU piece inside one op's decomposition would leave a partition boundary with no PyTorch
@@ -110,6 +110,49 @@ def isclose(gm, n, b):
     finite = b(aten.lt.Tensor, actual, number_const(gm, b, math.inf, torch.float32, ref, "inf"))
     within = b(aten.logical_and.default, finite, b(aten.le.Tensor, actual, allowed))
     return b(aten.logical_or.default, close, within)
+
+
+# --------------------------------------------------------------------------- isnan / isinf
+
+
+_NON_FINITE_TESTS = (aten.isnan.default, aten.isinf.default, aten.isposinf.default, aten.isneginf.default,
+                     aten.isfinite.default)
+
+
+@decomposition(*_NON_FINITE_TESTS)
+def non_finite_test(gm, n, b):
+    """``isnan(x)`` is ``x != x``; ``isinf`` / ``isposinf`` / ``isneginf`` compare ``|x|`` (or
+    ``x``) with infinity, exactly, in FP; ``isfinite(x)`` is ``|x| < inf`` (False for NaN). In
+    INT a quantized value is always finite (as the fake-quant model's is), and integer tensors
+    hold no NaN or infinity: there each test is ``x != x``, False everywhere (``x ^ x`` for
+    bool tensors, which TOSA does not compare), and isfinite its negation.
+
+    Example:
+        >>> import lowering
+        >>> class M(torch.nn.Module):
+        ...     def forward(self, x):
+        ...         return torch.where(torch.isnan(x) | torch.isinf(x), torch.zeros_like(x), x)
+        >>> x = torch.tensor([1.0, float("nan"), -float("inf"), 2.0])
+        >>> lm = lowering.lower(M(), (x,), profile="FP")
+        >>> lm.cpu_nodes, lm.run(x)[0].tolist()
+        ([], [1.0, 0.0, 0.0, 2.0])
+    """
+    x = n.args[0]
+    v = val(x)
+    if v is None or v.dtype not in (torch.float32, torch.int32, torch.int64, torch.bool):
+        return None
+    finite = n.target == aten.isfinite.default
+    if v.dtype == torch.bool or b.profile == "INT" or not v.is_floating_point():
+        never = b(aten.logical_xor.default, x, x) if v.dtype == torch.bool else b(aten.ne.Tensor, x, x)
+        return b(aten.logical_not.default, never) if finite else never
+    if n.target == aten.isnan.default:
+        return b(aten.ne.Tensor, x, x)
+    if finite:
+        return b(aten.lt.Tensor, b(aten.abs.default, x), number_const(gm, b, math.inf, torch.float32, x, "inf"))
+    if n.target == aten.isinf.default:
+        return b(aten.eq.Tensor, b(aten.abs.default, x), number_const(gm, b, math.inf, torch.float32, x, "inf"))
+    infinity = math.inf if n.target == aten.isposinf.default else -math.inf
+    return b(aten.eq.Tensor, x, number_const(gm, b, infinity, torch.float32, x, "inf"))
 
 
 # --------------------------------------------------------------------------- bucketize / searchsorted

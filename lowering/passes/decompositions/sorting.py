@@ -188,14 +188,19 @@ def sort(gm, n, b):
         ([], [[[7.0, 5.0], [2.0, 5.0], [2.0, 1.0]], [[1, 0], [0, 1], [2, 2]]])
     """
     x = n.args[0]
-    if n.target == aten.sort.stable:
-        dim, descending = n.kwargs.get("dim", -1), n.kwargs.get("descending", False)
-    else:
-        dim, descending = arg(n, 1, "dim", -1), arg(n, 2, "descending", False)
+    dim, descending = _dim_descending(n, aten.sort.stable)
     d = _sortable(x, dim)
     if d is None or not _read_by_getitems(n):
         return None
     return _tuple_result(n, b, x, d, _sort_indices(gm, b, x, d, bool(descending)))
+
+
+def _dim_descending(n, stable) -> tuple:
+    """(dim, descending) of a sort / argsort node: positional after the input, or keywords
+    only in the ``stable`` overload (``sort(x, *, stable, dim, descending)``)."""
+    if n.target == stable:
+        return n.kwargs.get("dim", -1), n.kwargs.get("descending", False)
+    return arg(n, 1, "dim", -1), arg(n, 2, "descending", False)
 
 
 @decomposition(aten.argsort.default, aten.argsort.stable)
@@ -214,10 +219,7 @@ def argsort(gm, n, b):
         ([], False, [[3, 0, 2, 1]])
     """
     x = n.args[0]
-    if n.target == aten.argsort.stable:
-        dim, descending = n.kwargs.get("dim", -1), n.kwargs.get("descending", False)
-    else:
-        dim, descending = arg(n, 1, "dim", -1), arg(n, 2, "descending", False)
+    dim, descending = _dim_descending(n, aten.argsort.stable)
     d = _sortable(x, dim)
     if d is None:
         return None
