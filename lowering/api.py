@@ -126,6 +126,42 @@ def _zero_sized(node: fx.Node) -> str | None:
     return None
 
 
+#: why a node computing on uint8 values stays on the CPU
+UINT8 = "uint8 arithmetic: TOSA 1.0 has no unsigned 8-bit type (a uint8 tensor travels as INT8 bits)"
+#: ops that move a uint8 tensor's bits unchanged (its value is only read by a cast, which
+#: widens it as unsigned)
+_UINT8_MOVES = frozenset({
+    "view", "reshape", "_unsafe_view", "permute", "transpose", "t", "squeeze", "unsqueeze", "slice",
+    "select", "cat", "stack", "flip", "expand", "clone", "alias", "contiguous", "flatten", "unflatten",
+    "narrow", "index_select", "split", "split_with_sizes", "chunk", "unbind", "_to_copy", "to",
+    "view_copy", "permute_copy", "squeeze_copy", "unsqueeze_copy", "slice_copy", "select_copy",
+    "expand_copy"})
+
+
+def _uint8_problem(node: fx.Node) -> str | None:
+    """:data:`UINT8` when ``node`` computes with uint8 values (anything but moving them, or a
+    cast from uint8 to another dtype), else None.
+
+    Example:
+        >>> g = fx.Graph(); x = g.placeholder("x"); x.meta["val"] = torch.zeros(2, dtype=torch.uint8)
+        >>> add = g.call_function(torch.ops.aten.add.Tensor, (x, x)); add.meta["val"] = x.meta["val"]
+        >>> _uint8_problem(add)[:16]
+        'uint8 arithmetic'
+    """
+    reads = [t for n in node.all_input_nodes for t in tensor_values(n)]
+    made = tensor_values(node)
+    if not any(t.dtype == torch.uint8 for t in (*reads, *made)):
+        return None
+    if node.target is operator.getitem:
+        return None
+    name = getattr(node.target, "__name__", "").split(".")[0]
+    if name not in _UINT8_MOVES:
+        return UINT8
+    if name in ("_to_copy", "to") and any(t.dtype == torch.uint8 for t in made):
+        return UINT8  # (a cast to uint8 would have to wrap into 0..255: not done)
+    return None
+
+
 def _check_dtypes(gm: fx.GraphModule) -> None:
     for n in gm.graph.nodes:
         if n.op in ("placeholder", "call_function"):
@@ -320,7 +356,8 @@ def _unsupported(gm: fx.GraphModule, profile: str) -> list[CpuNode]:
     for n in gm.graph.nodes:
         if n.op != "call_function":
             continue
-        reason = DYNAMIC_SHAPE if n.meta.get("tv_dynamic") else _dtype_problem(n) or _zero_sized(n)
+        reason = DYNAMIC_SHAPE if n.meta.get("tv_dynamic") else \
+            _dtype_problem(n) or _zero_sized(n) or _uint8_problem(n)
         if reason is None and n.target not in REGISTRY:
             reason = _why_not_decomposed(n, profile)
         elif reason is None and profile not in PROFILES[n.target]:

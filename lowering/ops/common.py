@@ -12,8 +12,9 @@ FP_MAX = float(np.finfo(np.float32).max)
 
 
 def rescale(em, src: str, out_dtype: str, scales, in_zp: int, out_zp: int, suffix: str,
-            out_name: str | None = None, per_channel: bool = False) -> str:
-    """Emit RESCALE ``src`` -> new tensor of ``out_dtype``; ``scales`` real multiplier(s)."""
+            out_name: str | None = None, per_channel: bool = False, input_unsigned: bool = False) -> str:
+    """Emit RESCALE ``src`` -> new tensor of ``out_dtype``; ``scales`` real multiplier(s);
+    ``input_unsigned``: read ``src``'s INT8 / INT16 bits as unsigned (a uint8 tensor)."""
     in_dtype = em.writer.dtypes[src]
     shape = em.writer.shapes[src]
     if in_dtype == "INT48":
@@ -38,7 +39,7 @@ def rescale(em, src: str, out_dtype: str, scales, in_zp: int, out_zp: int, suffi
     out, final = result_tensor(em, out_name, shape, out_dtype, suffix)
     em.writer.op("RESCALE", [src, m, s, izp, ozp], out, scale32=scale32,
                  rounding_mode="SINGLE_ROUND", per_channel=per_channel or n > 1,
-                 input_unsigned=False, output_unsigned=False)
+                 input_unsigned=input_unsigned, output_unsigned=False)
     return out if final is None else reshape_into(em, out, final, suffix)
 
 

@@ -24,6 +24,7 @@ from .common import (
 )
 from .common import compare as compare_op
 from .registry import register
+from .unary import toward_zero
 
 aten = torch.ops.aten
 
@@ -202,6 +203,11 @@ def cast(em, node):
     out_dtype = em.dtype(node)
     if em.is_int and em.qout(x_node) is not None:
         raise LoweringError("dtype casts of quantized tensors are not supported", node=node.name)
+    source_value = val(x_node)
+    if source_value is not None and source_value.dtype == torch.uint8:
+        # a uint8 tensor travels as its INT8 bits: their value, 0..255, widened to INT16 by an
+        # unsigned RESCALE (TOSA allows an unsigned input to a 16-bit, not a 32-bit, output)
+        x = rescale(em, x, "INT16", 1.0, 0, 0, "unsigned", input_unsigned=True)
     out = em.out(node, layout)
     if _quantized(em, node):
         # an integer or bool tensor becoming a quantized float: q = round(v / scale) + zp
@@ -215,11 +221,26 @@ def cast(em, node):
             rescale(em, x, INT_OF[qo.dtype], 1.0 / qo.s, 0, qo.zp, "rs", out_name=out)
         em.bind(node, out, layout)
         return
-    if out_dtype == em.writer.dtypes[x]:
+    source = em.writer.dtypes[x]
+    if out_dtype == source:
         em.writer.op("IDENTITY", [x], out)
+    elif source in _FLOATS and out_dtype in _INTEGERS:
+        # PyTorch truncates a float toward zero where TOSA's CAST rounds to nearest: truncate
+        # first (in float32: an FP16/BF16 value widens exactly), then the CAST is exact; to a
+        # narrower integer through INT32, whose narrowing CAST wraps as PyTorch's conversion
+        # does (a float CAST would saturate)
+        if source != "FP32":
+            x = cast_to(em, x, "FP32", "wide")
+        whole = toward_zero(em, node, x, "trunc")
+        if out_dtype != "INT32":
+            whole = cast_to(em, whole, "INT32", "i32")
+        em.writer.op("CAST", [whole], out)
     else:
         em.writer.op("CAST", [x], out)
     em.bind(node, out, layout)
+
+
+_FLOATS, _INTEGERS = ("FP32", "FP16", "BF16"), ("INT8", "INT16", "INT32")
 
 
 _SHIFTS = {aten.bitwise_left_shift.Tensor: "LOGICAL_LEFT_SHIFT",

@@ -262,10 +262,10 @@ def floor_ceil(em, node, x, out):
 def trunc(em, node, x, out):
     """Toward zero: CEIL below zero, FLOOR elsewhere."""
     if not _integer_identity(em, x, out):
-        _toward_zero(em, node, x, "fp", out)
+        toward_zero(em, node, x, "fp", out)
 
 
-def _toward_zero(em, node, x, suffix: str, out: str | None = None) -> str:
+def toward_zero(em, node, x, suffix: str, out: str | None = None) -> str:
     """FP ``trunc(x)``: CEIL below zero, FLOOR elsewhere."""
     negative = compare(em, "GREATER", fp_const(em, node, 0.0, "zero"), x, "neg")
     return select(em, negative, fp_unary(em, "CEIL", x, "ceil"), fp_unary(em, "FLOOR", x, "floor"), suffix,
@@ -343,7 +343,7 @@ def exp2(em, node, x, out):
 @unary_function(aten.frac.default, step=True)
 def frac(em, node, x, out):
     """``x - trunc(x)`` (exact; NaN and infinities give NaN, as in PyTorch)."""
-    fp_binary(em, "SUB", x, _toward_zero(em, node, x, "trunc"), "fp", out=out)
+    fp_binary(em, "SUB", x, toward_zero(em, node, x, "trunc"), "fp", out=out)
 
 
 @unary_function(aten.special_erfc.default, aten.erfc.default)

@@ -18,11 +18,21 @@ aten = torch.ops.aten
 COMPOSITE_OPS = (aten.einsum.default, aten.swapaxes.default, aten.swapdims.default,
                  aten.movedim.int, aten.movedim.intlist, aten.moveaxis.int, aten.to.device,
                  aten.cosine_similarity.default, aten.kron.default, aten.tensordot.default,
-                 aten.take_along_dim.default, aten.diag.default, aten.linalg_norm.default)
+                 aten.take_along_dim.default, aten.diag.default, aten.linalg_norm.default,
+                 # aliases and views spelled another way (torch.clip, x.mT, x.T, x.mH)
+                 aten.clip.default, aten.clip.Tensor, aten.mT.default, aten.mH.default,
+                 aten.adjoint.default, aten.numpy_T.default, aten.matrix_H.default,
+                 aten.tensor_split.sections, aten.tensor_split.indices,
+                 aten.tensor_split.tensor_indices_or_sections, aten.broadcast_tensors.default,
+                 # losses a model may compute in its forward (labels as inputs; not
+                 # cross_entropy / nll_loss, whose decomposition builds a named tuple, nor
+                 # binary_cross_entropy_with_logits, whose log_sigmoid_forward does not lower)
+                 aten.l1_loss.default, aten.kl_div.default)
 #: ops with a kernel of their own (so no implicit decomposition) whose registered PyTorch
 #: decomposition (``torch._decomp``) is made of ops we lower: F.threshold, F.unfold (im2col),
 #: F.affine_grid (F.fold's col2im: :mod:`.fold`), torch.linalg.cross, deg2rad, diagonal and
-#: diagonal_copy (einsum's and diag's), trace, diag_embed, addmv. (Not isclose, count_nonzero,
+#: diagonal_copy (einsum's and diag's), trace, diag_embed, addmv, the mse, smooth-L1, Huber,
+#: binary cross-entropy and soft-margin losses. (Not isclose, count_nonzero,
 #: heaviside, cumprod, bilinear,
 #: pairwise_distance: their pieces would not all lower, and a CPU piece inside one op's
 #: decomposition leaves a partition boundary with no PyTorch node; nor copysign, signbit,
@@ -32,7 +42,9 @@ COMPOSITE_OPS = (aten.einsum.default, aten.swapaxes.default, aten.swapdims.defau
 TABLE_DECOMPOSED_OPS = (aten.threshold.default, aten.im2col.default, aten.affine_grid_generator.default,
                         aten.linalg_cross.default, aten.deg2rad.default, aten.diagonal.default,
                         aten.diagonal_copy.default, aten.trace.default, aten.diag_embed.default,
-                        aten.addmv.default)
+                        aten.addmv.default, aten.mse_loss.default, aten.smooth_l1_loss.default,
+                        aten.huber_loss.default, aten.binary_cross_entropy.default,
+                        aten.soft_margin_loss.default)
 
 
 #: ops that only copy (the decomposition clones before an in-place op, made functional here)
