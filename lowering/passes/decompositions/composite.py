@@ -26,8 +26,17 @@ COMPOSITE_OPS = (aten.einsum.default, aten.swapaxes.default, aten.swapdims.defau
                  aten.tensor_split.tensor_indices_or_sections, aten.broadcast_tensors.default,
                  # losses a model may compute in its forward (labels as inputs; not
                  # cross_entropy / nll_loss, whose decomposition builds a named tuple, nor
-                 # binary_cross_entropy_with_logits, whose log_sigmoid_forward does not lower)
-                 aten.l1_loss.default, aten.kl_div.default)
+                 # binary_cross_entropy_with_logits, whose log_sigmoid_forward does not lower;
+                 # nor aminmax (a named tuple), linear / trilinear upsampling (_unsafe_index
+                 # pieces) or conv_transpose3d (a 3-D transposed convolution): CPU, whole)
+                 aten.l1_loss.default, aten.kl_div.default,
+                 # products, norms, integrals and resampling spelled through other ops
+                 aten.inner.default, aten.linalg_multi_dot.default, aten.chain_matmul.default,
+                 aten.diagflat.default, aten.frobenius_norm.dim, aten.trapezoid.dx, aten.trapezoid.x,
+                 aten.trapz.dx, aten.cumulative_trapezoid.x,
+                 # dropouts in eval: the identity
+                 aten.alpha_dropout.default, aten.feature_alpha_dropout.default,
+                 aten.feature_dropout.default)
 #: ops with a kernel of their own (so no implicit decomposition) whose registered PyTorch
 #: decomposition (``torch._decomp``) is made of ops we lower: F.threshold, F.unfold (im2col),
 #: F.affine_grid (F.fold's col2im: :mod:`.fold`), torch.linalg.cross, deg2rad, diagonal and
@@ -44,7 +53,8 @@ TABLE_DECOMPOSED_OPS = (aten.threshold.default, aten.im2col.default, aten.affine
                         aten.diagonal_copy.default, aten.trace.default, aten.diag_embed.default,
                         aten.addmv.default, aten.mse_loss.default, aten.smooth_l1_loss.default,
                         aten.huber_loss.default, aten.binary_cross_entropy.default,
-                        aten.soft_margin_loss.default)
+                        aten.soft_margin_loss.default, aten.rot90.default, aten.renorm.default, aten.index_fill.int_Scalar, aten.index_fill.int_Tensor,
+                        aten.vdot.default)
 
 
 #: ops that only copy (the decomposition clones before an in-place op, made functional here)
