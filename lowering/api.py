@@ -18,6 +18,7 @@ from .errors import LoweringError
 from .graph_utils import (
     DQ_OPS,
     Q_OPS,
+    get_constant,
     has_dynamic_shape,
     propagate_values,
     target_name,
@@ -159,6 +160,32 @@ def _uint8_problem(node: fx.Node) -> str | None:
         return UINT8
     if name in ("_to_copy", "to") and any(t.dtype == torch.uint8 for t in made):
         return UINT8  # (a cast to uint8 would have to wrap into 0..255: not done)
+    return None
+
+
+#: why a node whose int64 values do not fit in int32 stays on the CPU
+INT64_RANGE = "int64 values beyond int32 (TOSA 1.0 carries int64 as int32; seen on the example inputs)"
+_INT32_RANGE = (-(2**31), 2**31 - 1)
+
+
+def _int64_beyond_int32(gm: fx.GraphModule, node: fx.Node) -> str | None:
+    """:data:`INT64_RANGE` when an int64 tensor ``node`` makes or reads holds, on the example
+    inputs (or as a constant), a value int32 cannot hold: carried as int32 it would wrap
+    (``ids * 3_000_000``, ``x + 2**40``, a hash). Else None.
+
+    Example:
+        >>> g = fx.Graph(); x = g.placeholder("x"); x.meta["tv_val"] = torch.tensor([5, 2**40])
+        >>> add = g.call_function(torch.ops.aten.add.Tensor, (x, x)); add.meta["tv_val"] = x.meta["tv_val"] * 2
+        >>> _int64_beyond_int32(fx.GraphModule(torch.nn.Module(), g), add)[:25]
+        'int64 values beyond int32'
+    """
+    for n in (node, *node.all_input_nodes):
+        value = n.meta.get("tv_val") if n.op != "get_attr" else get_constant(gm, n)
+        values = value if isinstance(value, (tuple, list)) else (value,)
+        for v in values:
+            if isinstance(v, torch.Tensor) and v.dtype == torch.int64 and v.numel() and \
+                    (int(v.min()) < _INT32_RANGE[0] or int(v.max()) > _INT32_RANGE[1]):
+                return INT64_RANGE
     return None
 
 
@@ -357,7 +384,7 @@ def _unsupported(gm: fx.GraphModule, profile: str) -> list[CpuNode]:
         if n.op != "call_function":
             continue
         reason = DYNAMIC_SHAPE if n.meta.get("tv_dynamic") else \
-            _dtype_problem(n) or _zero_sized(n) or _uint8_problem(n)
+            _dtype_problem(n) or _zero_sized(n) or _uint8_problem(n) or _int64_beyond_int32(gm, n)
         if reason is None and n.target not in REGISTRY:
             reason = _why_not_decomposed(n, profile)
         elif reason is None and profile not in PROFILES[n.target]:

@@ -8,7 +8,16 @@ import torch
 from ..errors import LoweringError
 from ..graph_utils import NHWC, inverse
 from ..serialize import INT_OF
-from .common import fp_binary, fp_scalar, fp_unary, requantize, rescale, rescale_ties_even, to_int32
+from .common import (
+    cast_to,
+    fp_binary,
+    fp_scalar,
+    fp_unary,
+    requantize,
+    rescale,
+    rescale_ties_even,
+    to_int32,
+)
 from .pool import avg_pool
 from .registry import register
 
@@ -115,6 +124,9 @@ def sum_(em, node):
         s = _reduce_chain(em, "REDUCE_SUM", xi, phys, "sum")
         res = rescale(em, s, INT_OF[qo.dtype], qi.s / qo.s, 0, qo.zp, "rs")
     else:
+        if em.writer.dtypes[x] in ("BOOL", "INT8", "INT16") and em.dtype(node) == "INT32":
+            # (PyTorch sums bool and small integers as int64, here int32: count in int32)
+            x = cast_to(em, x, "INT32", "i32")
         if em.writer.dtypes[x] not in ("FP32", "INT32"):
             raise LoweringError("sum of this dtype not supported", node=node.name)
         res = _reduce_chain(em, "REDUCE_SUM", x, phys, "sum")
@@ -159,6 +171,27 @@ def prod(em, node):
     _finish(em, node, *_reduce(em, node, "REDUCE_PRODUCT"))
 
 
+def _first_index_of_max(em, x: str, shape: list[int], dim: int) -> str:
+    """ARGMAX of an INT32 tensor, which TOSA 1.0's ARGMAX does not take (int8/int16/float
+    only): the first index where ``x`` equals its maximum along ``dim``, exactly (REDUCE_MAX,
+    EQUAL, SELECT of the index or ``N``, REDUCE_MIN), as PyTorch's first-maximum argmax."""
+    keep = list(shape)
+    keep[dim] = 1
+    top = em.new("top", keep, "INT32")
+    em.writer.op("REDUCE_MAX", [x], top, axis=dim, nan_mode="PROPAGATE")
+    hit = em.new("hit", list(shape), "BOOL")
+    em.writer.op("EQUAL", [x, top], hit)
+    along = [1] * len(shape)
+    along[dim] = shape[dim]
+    index = em.const("index", np.arange(shape[dim]), "INT32", along)
+    count = em.const("count", [shape[dim]], "INT32", [1] * len(shape))
+    picked = em.new("picked", list(shape), "INT32")
+    em.writer.op("SELECT", [hit, index, count], picked)
+    first = em.new("first", keep, "INT32")
+    em.writer.op("REDUCE_MIN", [picked], first, axis=dim, nan_mode="PROPAGATE")
+    return first
+
+
 @register(aten.argmax.default, aten.argmin.default)
 def argmax(em, node):
     """ARGMAX along ``dim`` (the flattened tensor without one), int32 indices.
@@ -186,8 +219,11 @@ def argmax(em, node):
         x, shape, dim = flat, row, 1
     dim %= len(shape)
     red = [s for i, s in enumerate(shape) if i != dim] or [1]
-    res = em.new("argmax", red, "INT32")
-    em.writer.op("ARGMAX", [x], res, axis=dim, nan_mode="PROPAGATE")
+    if em.writer.dtypes[x] == "INT32":
+        res = _first_index_of_max(em, x, shape, dim)
+    else:
+        res = em.new("argmax", red, "INT32")
+        em.writer.op("ARGMAX", [x], res, axis=dim, nan_mode="PROPAGATE")
     out = em.out(node, None, "INT32")
     em.writer.op("RESHAPE", [res, em.const_shape("out_shape", em.shape(node))], out)
     em.bind(node, out)

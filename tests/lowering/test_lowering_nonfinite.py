@@ -32,7 +32,7 @@ def test_fp_is_exact_on_nan_infinities_and_extremes(name):
 
 
 @pytest.mark.parametrize("name", list(TESTS))
-@pytest.mark.parametrize("x", [torch.tensor([[3, -7, 0, 2**40]]), torch.tensor([[True, False, True]])],
+@pytest.mark.parametrize("x", [torch.tensor([[3, -7, 0, 2**30]]), torch.tensor([[True, False, True]])],
                          ids=["int64", "bool"])
 def test_fp_on_integer_and_bool_tensors(name, x):
     lm = check_fp(Fn(lambda t: TESTS[name](t)), (x,))

@@ -161,3 +161,24 @@ def test_bicubic_same_size_int_is_an_identity():
     model, x = bicubic(scale_factor=1.0).eval(), randn(1, 2, 6, 6)
     lm = check_int(model, (x,), max_steps=0)
     assert lm.cpu_nodes == [] and "MATMUL" not in lm.op_counts
+
+
+# ----------------------------------------------------------------------------- linear (1-D)
+LINEAR_1D = {
+    "scale 2": dict(scale_factor=2), "scale 2, align_corners": dict(scale_factor=2, align_corners=True),
+    "size 13": dict(size=13), "size 13, align_corners": dict(size=13, align_corners=True),
+    "down to 4": dict(size=4), "scale 1.7": dict(scale_factor=1.7), "scale 0.6": dict(scale_factor=0.6),
+    "scale 2.5 recomputed": dict(scale_factor=2.5, recompute_scale_factor=True),
+}
+
+
+@pytest.mark.parametrize("name", list(LINEAR_1D))
+def test_linear_1d_fp_and_int(name):
+    """interpolate(mode="linear") as the bilinear upsampling of an H of one: FP within float32
+    rounding of PyTorch, INT within one step of fake-quant (the INT bilinear path's bound;
+    found: 1 step at scale 2, 0 elsewhere)."""
+    x = randn(1, 3, 7)
+    model = Fn(lambda t: F.interpolate(t, mode="linear", **LINEAR_1D[name]))
+    lm = check_fp(model, (x,), atol=2e-6, rtol=1e-6)
+    assert not lm.cpu_nodes and lm.op_counts.get("RESIZE", 0) == 1
+    assert not check_int(model, (x,), max_steps=1).cpu_nodes

@@ -50,6 +50,40 @@ def adaptive_max_pool1d(gm, n, b):
     return tuple_outputs(n, [y, None])
 
 
+# ----------------------------------------------------------------------------- linear
+
+
+@decomposition(aten.upsample_linear1d.vec, aten.upsample_linear1d.default)
+def upsample_linear1d(gm, n, b):
+    """``interpolate(x, mode="linear")`` of [N, C, L]: the bilinear upsampling of ``x`` with an
+    H of one kept at one (its one source row, weight 1: the same interpolation along L, with
+    the same output size, scale and align_corners), the H dropped again.
+
+    Example:
+        >>> import lowering
+        >>> class M(torch.nn.Module):
+        ...     def forward(self, x):
+        ...         return torch.nn.functional.interpolate(x, scale_factor=2, mode="linear")
+        >>> lowering.lower(M(), (torch.randn(1, 2, 5),), profile="FP").cpu_nodes
+        []
+    """
+    x = n.args[0]
+    v = val(x)
+    if v is None or v.dim() != 3 or not is_float(x):
+        return None
+    size = arg(n, 1, "output_size")
+    align = bool(arg(n, 2, "align_corners", False))
+    if n.target == aten.upsample_linear1d.vec:
+        scales = arg(n, 3, "scale_factors")
+    else:
+        scale = arg(n, 3, "scales")
+        scales = None if scale is None else [scale]
+    x4 = b(aten.unsqueeze.default, x, 2)
+    y = b(aten.upsample_bilinear2d.vec, x4, None if size is None else [1, *int_list(size, 1)], align,
+          None if scales is None else [1.0, float(scales[0])])
+    return b(aten.squeeze.dims, y, [2])
+
+
 # ----------------------------------------------------------------------------- bicubic
 #: PyTorch's cubic convolution constant (Keys' a; ATen's get_cubic_upsample_coefficients)
 _CUBIC_A = -0.75
