@@ -21,12 +21,45 @@ def softmax(gm, n, b):
     input range (<= 0) to tabulate.
     """
     x, dim = n.args[0], n.args[1]
+    masked = _masked_scores(gm, b, x, dim) if n.target in (aten.softmax.int, aten._softmax.default) else None
+    if masked is not None:
+        return _masked_softmax(gm, b, *masked)
     shifted = b(aten.sub.Tensor, x, b(aten.amax.default, x, [dim], True))
     exp = b(aten.exp.default, shifted)
     total = b(aten.sum.dim_IntList, exp, [dim], True)
     if n.target in (aten.log_softmax.int, aten._log_softmax.default):
         return b(aten.sub.Tensor, shifted, b(aten.log.default, total))
     return b(aten.mul.Tensor, exp, b(aten.reciprocal.default, total))
+
+
+def _masked_scores(gm, b, x, dim):
+    """INT: (scores, keep) when ``x`` is ``where(mask, NEG, scores)`` (``masked_fill(mask,
+    -inf)``, its -inf bounded to -BOUND by :class:`~lowering.passes.limits.BoundInfiniteScalars`)
+    or ``where(keep, scores, NEG)`` and the softmax runs over the last dim, else None.
+
+    Quantized whole, such a tensor's scale would have to span the filler too (-256: about one
+    step per unit of the scores, 0.11 off float in a causal mask); :func:`_masked_softmax`
+    quantizes the scores alone and zeroes the masked exponentials instead (the same result
+    but for a fully masked row, which is 0 here, NaN in PyTorch's -inf form).
+    """
+    from ..limits import BOUND
+
+    v = val(x)
+    if b.profile != "INT" or v is None or x.op != "call_function" or x.target != aten.where.self or \
+            dim % max(v.dim(), 1) != v.dim() - 1:
+        return None
+    cond, then, other = x.args[:3]
+    for fill, scores, masked_when in ((then, other, True), (other, then, False)):
+        ft = get_constant(gm, fill)
+        if ft is not None and ft.numel() and bool((ft <= -BOUND).all()) and val(scores) is not None \
+                and val(scores).shape == v.shape and val(cond) is not None and val(cond).dtype == torch.bool:
+            ct = get_constant(gm, cond)
+            if ct is not None:
+                keep = b.const(gm, ~ct if masked_when else ct, "softmax_keep")
+            else:
+                keep = b(aten.logical_not.default, cond) if masked_when else cond
+            return scores, keep
+    return None
 
 
 @decomposition(aten.glu.default)
@@ -60,12 +93,18 @@ def prelu(gm, n, b):
 def _masked_softmax(gm, b, scores, keep):
     """softmax over the last dim of ``scores``; where the bool ``keep`` is False the
     exponential is zeroed (masked positions weigh nothing, without an infinite bias). A row
-    with every position masked is 0, as PyTorch's attention gives (its sum is taken as 1)."""
-    shifted = b(aten.sub.Tensor, scores, b(aten.amax.default, scores, [-1], True))
-    exp = b(aten.exp.default, shifted)
+    with every position masked is 0, as PyTorch's attention gives (its sum is taken as 1).
+
+    The max subtracted is the row's max over the kept positions (masked ones read as the row's
+    min, a value of the scores' own range): a masked score above every kept one would otherwise
+    push the kept exponentials down to a few quantization steps."""
     if keep is None:
+        shifted = b(aten.sub.Tensor, scores, b(aten.amax.default, scores, [-1], True))
+        exp = b(aten.exp.default, shifted)
         total = b(aten.sum.dim_IntList, exp, [-1], True)
         return b(aten.mul.Tensor, exp, b(aten.reciprocal.default, total))
+    kept = b(aten.where.self, keep, scores, b(aten.amin.default, scores, [-1], True))
+    exp = b(aten.exp.default, b(aten.sub.Tensor, kept, b(aten.amax.default, kept, [-1], True)))
     exp = b(aten.where.self, keep, exp, const_like(gm, b, 0.0, None, "zero"))
     total = b(aten.sum.dim_IntList, exp, [-1], True)
     kt = get_constant(gm, keep)
