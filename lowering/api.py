@@ -23,6 +23,7 @@ from .graph_utils import (
     propagate_values,
     target_name,
     tensor_values,
+    touched_tensors,
     untyped_dtype,
     val,
 )
@@ -31,6 +32,7 @@ from .noise import quiet_export
 from .passes.base import PassContext
 from .passes.fold_batch_norm import FoldBatchNorm
 from .passes.functionalize import functionalize
+from .passes.int64 import fits_int32
 from .pipeline import run_pipeline
 from .quantizer import QuantConfig, TosaQuantizer
 from .serialize import TORCH_TO_TOSA
@@ -82,8 +84,7 @@ def _dtype_problem(node: fx.Node) -> str | None:
     if dtype is not None:
         return f"unsupported dtype {dtype} (TOSA 1.0 has no such type)"
     if node.op == "call_function" and node.target not in FP16_OPS and any(
-            t.dtype == torch.float16 for n in (node, *node.all_input_nodes)
-            for t in tensor_values(n)):
+            t.dtype == torch.float16 for t in touched_tensors(node)):
         return "float16 tensors lower only through casts, data movement and basic element-wise ops"
     return None
 
@@ -120,11 +121,8 @@ def _zero_sized(node: fx.Node) -> str | None:
         >>> _zero_sized(g.call_function(torch.ops.aten.relu.default, (x,)))
         'zero-element tensor: TOSA 1.0 tensors have no zero dimension'
     """
-    reads = () if node.target is torch.ops.aten.cat.default else node.all_input_nodes
-    for n in (node, *reads):
-        if any(t.numel() == 0 for t in tensor_values(n)):
-            return ZERO_SIZED
-    return None
+    reads = node.target is not torch.ops.aten.cat.default
+    return ZERO_SIZED if any(t.numel() == 0 for t in touched_tensors(node, reads=reads)) else None
 
 
 #: why a node computing on uint8 values stays on the CPU
@@ -149,9 +147,8 @@ def _uint8_problem(node: fx.Node) -> str | None:
         >>> _uint8_problem(add)[:16]
         'uint8 arithmetic'
     """
-    reads = [t for n in node.all_input_nodes for t in tensor_values(n)]
     made = tensor_values(node)
-    if not any(t.dtype == torch.uint8 for t in (*reads, *made)):
+    if not any(t.dtype == torch.uint8 for t in touched_tensors(node)):
         return None
     if node.target is operator.getitem:
         return None
@@ -165,7 +162,6 @@ def _uint8_problem(node: fx.Node) -> str | None:
 
 #: why a node whose int64 values do not fit in int32 stays on the CPU
 INT64_RANGE = "int64 values beyond int32 (TOSA 1.0 carries int64 as int32; seen on the example inputs)"
-_INT32_RANGE = (-(2**31), 2**31 - 1)
 
 
 def _int64_beyond_int32(gm: fx.GraphModule, node: fx.Node) -> str | None:
@@ -183,8 +179,7 @@ def _int64_beyond_int32(gm: fx.GraphModule, node: fx.Node) -> str | None:
         value = n.meta.get("tv_val") if n.op != "get_attr" else get_constant(gm, n)
         values = value if isinstance(value, (tuple, list)) else (value,)
         for v in values:
-            if isinstance(v, torch.Tensor) and v.dtype == torch.int64 and v.numel() and \
-                    (int(v.min()) < _INT32_RANGE[0] or int(v.max()) > _INT32_RANGE[1]):
+            if isinstance(v, torch.Tensor) and v.dtype == torch.int64 and not fits_int32(v):
                 return INT64_RANGE
     return None
 

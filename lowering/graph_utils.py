@@ -222,6 +222,22 @@ def tensor_values(node: fx.Node) -> list[torch.Tensor]:
     return [x for x in vals if isinstance(x, torch.Tensor)] if isinstance(vals, (list, tuple)) else []
 
 
+def touched_tensors(node: fx.Node, *, reads: bool = True) -> list[torch.Tensor]:
+    """The tensors ``node`` produces, then (with ``reads``) those its input nodes produce, from
+    value metadata: what the per-node dtype and shape checks look at.
+
+    Example:
+        >>> g = fx.Graph(); x = g.placeholder("x"); x.meta["val"] = torch.zeros(2)
+        >>> r = g.call_function(aten.relu.default, (x,)); r.meta["val"] = torch.zeros(2)
+        >>> len(touched_tensors(r)), len(touched_tensors(r, reads=False))
+        (2, 1)
+    """
+    made = tensor_values(node)
+    if not reads:
+        return made
+    return [*made, *(t for n in node.all_input_nodes for t in tensor_values(n))]
+
+
 def untyped_dtype(node: fx.Node) -> torch.dtype | None:
     """A dtype TOSA has no type for (float64, complex...) among the tensors ``node`` produces
     or reads, or None. Such nodes stay on the CPU; passes leave them alone.
@@ -233,11 +249,7 @@ def untyped_dtype(node: fx.Node) -> torch.dtype | None:
     """
     from .serialize import TORCH_TO_TOSA
 
-    for n in (node, *node.all_input_nodes):
-        for t in tensor_values(n):
-            if t.dtype not in TORCH_TO_TOSA:
-                return t.dtype
-    return None
+    return next((t.dtype for t in touched_tensors(node) if t.dtype not in TORCH_TO_TOSA), None)
 
 
 def has_dynamic_shape(value) -> bool:

@@ -12,6 +12,16 @@ from .base import GraphPass, PassContext
 INT32_MAX = 2**31 - 1
 
 
+def fits_int32(t: torch.Tensor) -> bool:
+    """Whether every value of integer tensor ``t`` fits in int32 (carried as int32, none wraps).
+
+    Example:
+        >>> fits_int32(torch.tensor([5, -2**31])), fits_int32(torch.tensor([2**40]))
+        (True, False)
+    """
+    return t.numel() == 0 or (int(t.max()) <= INT32_MAX and int(t.min()) >= -INT32_MAX - 1)
+
+
 class ConvertInt64ConstOpsToInt32(GraphPass):
     """int64 constants (get_attr buffers, full/arange/zeros results) become int32.
 
@@ -27,7 +37,7 @@ class ConvertInt64ConstOpsToInt32(GraphPass):
             if n.op == "get_attr":
                 t = get_constant(gm, n)
                 if t is not None and t.dtype == torch.int64:
-                    if t.numel() and (t.max() > INT32_MAX or t.min() < -INT32_MAX - 1):
+                    if not fits_int32(t):
                         continue
                     *path, leaf = str(n.target).split(".")
                     owner = gm
