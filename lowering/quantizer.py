@@ -27,7 +27,7 @@ from torchao.quantization.pt2e.quantizer import (
 from .control_flow import CONTROL_FLOW, is_control_flow, operands
 from .graph_utils import get_constant, val
 from .observers import SpikeAwareHistogramObserver
-from .ops.registry import STEP_FUNCTIONS, table_ops
+from .ops.registry import table_ops
 from .passes.base import PassContext
 from .passes.fold_batch_norm import transposed_groups
 from .passes.fold_qdq import FUSED_ACTIVATIONS
@@ -251,8 +251,7 @@ class TosaQuantizer(Quantizer):
         if known and any("tv_val" not in n.meta for n in model.graph.nodes
                          if n.op in ("placeholder", "call_function")):
             propagate_values(model, example)
-        # the activation dtype, for decompositions whose pieces lower for int8 only (a step
-        # function's TABLE is int8-only: round(decimals) stays whole on the CPU in int16)
+        # the activation dtype, for decompositions whose pieces lower for int8 only
         model.meta[ACTIVATION_DTYPE_META] = self.config.activation_dtype
         for p in annotation_passes():
             p(model, ctx, recompile=False)
@@ -337,8 +336,8 @@ class TosaQuantizer(Quantizer):
                 _share_with_first(ins, tensors, n, act)
                 out = SharedQuantizationSpec((tensors[0], n))
             elif t in TABLE or t in OWN_OUTPUT or t == aten.mean.dim or _is_window_sum(n):
-                if not _is_float(x) or (t in STEP_FUNCTIONS and act.dtype != torch.int8):
-                    continue  # step functions: the int16 TABLE interpolates (CPU instead)
+                if not _is_float(x):
+                    continue
                 ins[x] = act
                 out = act
             elif t in INPUT_ONLY:

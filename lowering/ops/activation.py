@@ -365,15 +365,45 @@ def _exact_int16(em, node, x_node, layout, tosa_op: str, qi, qo) -> str:
     return out
 
 
+def lookup(em, index: str, entries: np.ndarray, dtype: str, out: str, suffix: str) -> str:
+    """``out = entries[index]``: one GATHER from the constant ``entries`` (a table of every
+    input level, or pair of levels) at the int32 tensor ``index``, reshaped to ``out``'s shape.
+    Exact for any function of the levels, where TABLE's 513 int16 samples interpolate."""
+    count = int(np.prod(em.writer.shapes[index], dtype=np.int64))
+    flat = em.new(f"{suffix}_index_flat", [1, count], "INT32")
+    em.writer.op("RESHAPE", [index, em.const_shape(f"{suffix}_index_shape", [1, count])], flat)
+    table = em.const(f"{suffix}_table", entries, dtype, [1, len(entries), 1])
+    gathered = em.new(f"{suffix}_gathered", [1, count, 1], dtype)
+    em.writer.op("GATHER", [table, flat], gathered)
+    em.writer.op("RESHAPE", [gathered, em.const_shape(f"{suffix}_out_shape", em.writer.shapes[out])], out)
+    return out
+
+
+def _int16_lookup(em, node, fn, x_node, layout, qi, qo) -> str:
+    """A step function (sign, floor, round, hardshrink...) of an int16 tensor: the int16
+    TABLE's interpolation between samples 128 levels apart would smear each jump over those
+    levels, so the result is looked up instead (:func:`lookup`) in a 65536-entry table of
+    ``quantize(fn(dequantize(q)))`` for every input level, at ``q + 32768``: the fake-quant
+    model's value exactly."""
+    x = em.tensor(x_node, layout)
+    wide = to_int32(em, x, qi, "step_i32")  # (exact: an int16 zero point is 0)
+    index = fp_binary(em, "ADD", wide, em.const("step_offset", [32768], "INT32",
+                                                [1] * max(len(em.writer.shapes[wide]), 1)), "step_index")
+    entries = _table_entries(fn, torch.arange(-32768, 32768, dtype=torch.int16), qi, qo)
+    return lookup(em, index, entries.to(torch.int16).numpy(), INT_OF[qo.dtype], em.out(node, layout), "step")
+
+
 def _emit_unary(em, node, fp_builder):
     x_node = node.args[0]
     layout = em.layout(node)
     if em.is_int and em.qout(node) is not None:
         qi, qo = em.qin(node, x_node), em.qout(node)
-        if node.target in STEP_FUNCTIONS and qi is not None and qi.dtype != torch.int8:
+        if node.target in STEP_FUNCTIONS and qi is not None and qi.dtype == torch.int16:
+            out = _int16_lookup(em, node, _reference_fn(node), x_node, layout, qi, qo)
+        elif node.target in STEP_FUNCTIONS and qi is not None and qi.dtype != torch.int8:
             raise LoweringError("a step function needs a TABLE entry per input value: "
-                                "int8 only (the int16 TABLE interpolates)", node=node.name)
-        if node.target in _EXACT_ON_INT32 and qi is not None and qi.dtype == torch.int16 == qo.dtype:
+                                f"int8 or int16 inputs, not {qi.dtype}", node=node.name)
+        elif node.target in _EXACT_ON_INT32 and qi is not None and qi.dtype == torch.int16 == qo.dtype:
             out = _exact_int16(em, node, x_node, layout, _EXACT_ON_INT32[node.target], qi, qo)
         else:
             out = table(em, node, _reference_fn(node), x_node, layout)

@@ -12,7 +12,8 @@ REGISTRY: dict = {}
 #: here, in the leaf module, so the layout pass and the quantizer need no visitor module.
 TABLE_OPS: set = set()
 #: Ops whose value jumps (floor, round, sign...): a TABLE must hold every input value, which
-#: the int8 TABLE does and the interpolating int16 TABLE (513 samples) does not.
+#: the int8 TABLE does and the interpolating int16 TABLE (513 samples) does not (int16: a
+#: GATHER from all 65536 levels, :func:`lowering.ops.activation.lookup`).
 STEP_FUNCTIONS: set = set()
 #: aten op -> the profiles its emitter lowers it in (an op outside them stays on the CPU).
 PROFILES: dict = {}

@@ -18,7 +18,7 @@ import torch.fx as fx
 
 from ..errors import LoweringError
 from ..qparams import dequantize_f32, quantize_f64
-from .activation import elu_like, fp_const, unary_function
+from .activation import elu_like, fp_const, lookup, unary_function
 from .common import cast_to, clamp, compare, fp_binary, fp_sqrt, fp_unary, select
 from .registry import register
 
@@ -438,12 +438,5 @@ def atan2_table(em, node):
     row = fp_binary(em, "MUL", wy, em.const("levels", [_LEVELS], "INT32", ones), "row")
     offset = em.const("offset", [128 * _LEVELS + 128], "INT32", ones)
     index = fp_binary(em, "ADD", fp_binary(em, "ADD", row, wx, "pair"), offset, "index")
-    count = int(np.prod(em.writer.shapes[index], dtype=np.int64))
-    flat = em.new("index_flat", [1, count], "INT32")
-    em.writer.op("RESHAPE", [index, em.const_shape("index_flat_shape", [1, count])], flat)
-    table = em.const("atan2_table", _int8_table_2d(torch.atan2, qy, qx, qo), "INT8", [1, _LEVELS * _LEVELS, 1])
-    gathered = em.new("gathered", [1, count, 1], "INT8")
-    em.writer.op("GATHER", [table, flat], gathered)
-    out = em.out(node, layout)
-    em.writer.op("RESHAPE", [gathered, em.const_shape("out_shape", em.writer.shapes[out])], out)
+    out = lookup(em, index, _int8_table_2d(torch.atan2, qy, qx, qo), "INT8", em.out(node, layout), "atan2")
     em.bind(node, out, layout)

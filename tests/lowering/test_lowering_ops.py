@@ -375,11 +375,13 @@ def test_fp_floor_division_of_integral_floats_is_exact():
         assert torch.equal(lm.run(x, y)[0], fn(x, y))
 
 
-def test_int16_step_functions_stay_on_cpu():
-    """The int16 TABLE interpolates between 513 samples, so floor & co. cannot be one."""
+def test_int16_step_functions_are_exact_lookups():
+    """The int16 TABLE interpolates between 513 samples, which smears floor's jumps: with int16
+    activations a step function is one GATHER from a table of all 65536 input levels instead,
+    the fake-quant model's value exactly (int8 keeps its 256-entry TABLE)."""
     model = Fn(lambda x: torch.floor(torch.sigmoid(x) * 4))
     x = r(2, 16)
-    lm = lowering.lower(model, (x,), profile="INT", quantization=QuantConfig.int16())
-    assert [c.target for c in lm.cpu_nodes] == ["aten.floor.default"]
+    lm = check_int(model, (x,), quantization=QuantConfig.int16(), max_steps=0)
+    assert lm.cpu_nodes == [] and lm.op_counts["GATHER"] == 1 and lm.op_counts["TABLE"] == 1, lm.op_counts
     lm8 = check_int(model, (x,))
     assert lm8.tosa is not None and lm8.op_counts["TABLE"] == 2

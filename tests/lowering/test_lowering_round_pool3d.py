@@ -80,16 +80,16 @@ def test_int_round_decimals_within_a_step_of_fake_quant(d):
     assert judged["max_step"] <= 1, judged
 
 
-def test_int16_round_decimals_stays_whole_on_the_cpu():
-    """With int16 activations round's step TABLE does not lower: the op stays on the CPU in one
-    piece (no round.default left between lowered pieces), and the model runs."""
+def test_int16_round_decimals_lowers_whole():
+    """With int16 activations round is an exact 65536-entry lookup (int16's TABLE would
+    interpolate across its jumps): the decomposition lowers whole, equal to float64 fake-quant."""
     from lowering.quantizer import QuantConfig
 
     model = Fn(lambda x: torch.round(x * 3.0, decimals=1) + 1.0).eval()
     x = (_x(4, 8, seed=45),)
     lm = lowering.lower(model, x, profile="INT", quantization=QuantConfig.int16(), calibration=[x])
-    assert [c.target for c in lm.cpu_nodes] == ["aten.round.decimals"]
-    judged = judge_whole(lm, model, x)  # the CPU op in PyTorch, against float64 fake-quant
+    assert lm.cpu_nodes == [] and lm.op_counts["GATHER"] == 1, lm.op_counts
+    judged = judge_whole(lm, model, x)
     assert judged["ok"], judged
 
 

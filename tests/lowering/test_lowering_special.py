@@ -1,7 +1,8 @@
 """Special functions lowered whole (lowering.passes.decompositions.special and the INT TABLEs of
 lowering.ops.unary): torch.atan2 (FP; int8 as one 2-D table), torch.ldexp (FP; INT for a constant exponent), and
 sinc, special.ndtr, log_ndtr, erfcx, special.i0 / torch.i0, digamma and lgamma (and their
-torch.special aliases): FP decompositions, one TABLE each in INT (digamma and lgamma int8 only).
+torch.special aliases): FP decompositions, one TABLE each in INT (digamma and lgamma with int16
+activations: an exact 65536-entry lookup).
 
 Every lowering case asserts that the model lowers whole (no CPU partition) and compares values:
 FP against PyTorch (each tolerance states why) and against float64, INT against the fake-quant
@@ -246,8 +247,9 @@ INT_UNARY = {
     "lgamma": (torch.lgamma, randn(256, scale=2.0)),
     "special_gammaln": (torch.special.gammaln, torch.rand(256, generator=gen) * 6 + 0.1),
 }
-#: int8 only (the poles are jumps the int16 TABLE's interpolation cannot follow)
-INT8_ONLY = {"digamma", "special_digamma", "special_psi", "lgamma", "special_gammaln"}
+#: int16: an exact lookup, not a TABLE (the poles are jumps the int16 TABLE's interpolation
+#: cannot follow)
+INT16_LOOKUP = {"digamma", "special_digamma", "special_psi", "lgamma", "special_gammaln"}
 
 
 @pytest.mark.parametrize("name", sorted(INT_UNARY))
@@ -259,7 +261,7 @@ def test_int8_table(name):
     assert lm.tosa is not None and lm.cpu_nodes == [] and lm.op_counts.get("TABLE") == 1, lm.op_counts
 
 
-@pytest.mark.parametrize("name", sorted(set(INT_UNARY) - INT8_ONLY))
+@pytest.mark.parametrize("name", sorted(set(INT_UNARY) - INT16_LOOKUP))
 def test_int16_table(name):
     """int16 (a16w8): the interpolating 513-entry TABLE; these functions are smooth on the
     calibrated range, so within the 1e-3-of-range rule the other int16 tables are judged by
@@ -269,15 +271,14 @@ def test_int16_table(name):
     assert lm.cpu_nodes == [] and "TABLE" in lm.op_counts
 
 
-@pytest.mark.parametrize("fn, target", [(torch.digamma, "aten.digamma.default"),
-                                        (torch.lgamma, "aten.lgamma.default")], ids=["digamma", "lgamma"])
-def test_gamma_functions_int16_stay_whole_on_the_cpu(fn, target):
-    """digamma / lgamma have no int16 TABLE (their poles are jumps the interpolation cannot
-    follow): with a16w8 the op stays on the CPU in one piece."""
-    x = torch.rand(32, generator=gen) * 4 + 0.5
-    lm = lowering.lower(Fn(fn).eval(), (x,), profile="INT", quantization=QuantConfig.int16(),
-                        calibration=[(x,)])
-    assert [c.target for c in lm.cpu_nodes] == [target]
+@pytest.mark.parametrize("name", sorted(INT16_LOOKUP))
+def test_int16_gamma_functions_are_exact_lookups(name):
+    """digamma / lgamma with a16w8: one GATHER from a table of every int16 input level (their
+    poles are jumps the int16 TABLE's interpolation cannot follow), the fake-quant model's
+    value exactly."""
+    fn, x = INT_UNARY[name]
+    lm = check_int(Fn(fn), (x,), quantization=QuantConfig.int16(), max_steps=0)
+    assert lm.cpu_nodes == [] and lm.op_counts.get("GATHER") == 1 and "TABLE" not in lm.op_counts, lm.op_counts
 
 
 def _gamma_range(lo, hi, n=20001):

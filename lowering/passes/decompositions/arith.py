@@ -489,8 +489,8 @@ def round_decimals(gm, n, b):
     is PyTorch's bit for bit (measured through the lowering: 1.2e6 values per ``d`` for d in 0, 1,
     2, 3, 4, 5, 7, 10, -1, -2, -4, -7, 2e5 of them on rounding ties, none differ, signs of zero
     included). INT multiplies by the reciprocal: every piece is requantized there, and the
-    fake-quant model computes the same chain (``x * p``, a round TABLE, ``* (1 / p)``); with int16
-    activations round's TABLE does not lower, so the op stays whole on the CPU.
+    fake-quant model computes the same chain (``x * p``, a round TABLE (an exact lookup for int16
+    activations), ``* (1 / p)``).
 
     Example:
         >>> from lowering.passes.rewrites import REWRITES
@@ -502,9 +502,6 @@ def round_decimals(gm, n, b):
     v = val(x)
     if v is None or v.dtype != torch.float32 or abs(decimals) > _MAX_DECIMALS:
         return None
-    # lowering.quantizer.ACTIVATION_DTYPE_META (not imported: the quantizer imports the passes)
-    if b.profile == "INT" and gm.meta.get("tv_activation_dtype", torch.int8) != torch.int8:
-        return None  # int16: round's step TABLE is int8-only, so a piece would stay on the CPU
     p = float(torch.tensor(10.0 ** abs(decimals), dtype=torch.float32))
     exact = b.profile == "FP"
 

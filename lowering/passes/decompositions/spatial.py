@@ -1,6 +1,6 @@
 """Spatial ops without a TOSA operator of their own, rewritten into ones that have one:
-1-D and batchless pools as 2-D pools, pixel_shuffle / pixel_unshuffle as view + permute +
-reshape, reflect / replicate / circular padding as slices (+ flips / expands) and a cat,
+1-D and batchless pools as 2-D pools, pixel_shuffle / pixel_unshuffle and channel_shuffle as
+view + permute + reshape, reflect / replicate / circular padding as slices (+ flips / expands) and a cat,
 nearest upsampling whose PyTorch index map a RESIZE cannot reproduce as index_select
 (GATHER), bilinear upsampling by scale factors as a RESIZE of a padded input, and grid_sample
 as index arithmetic and GATHERs."""
@@ -176,6 +176,19 @@ def pixel_unshuffle(gm, n, b):
     h, w = h // r, w // r
     return _shuffle(b, n.args[0], None, [bsz, c, h, r, w, r], [0, 1, 3, 5, 2, 4],
                     [*batch, c * r * r, h, w])
+
+
+@decomposition(aten.channel_shuffle.default, aten.native_channel_shuffle.default)
+def channel_shuffle(gm, n, b):
+    """[N, g*k, *rest] -> [N, g, k, *rest] -> [N, k, g, *rest] -> [N, g*k, *rest] (ShuffleNet's
+    channel shuffle: channel ``i * k + j`` moves to ``j * g + i``)."""
+    v = val(n.args[0])
+    groups = int(n.args[1])
+    if v is None or v.dim() < 3 or groups <= 0 or v.shape[1] % groups:
+        return None
+    batch, channels, *rest = v.shape
+    perm = [0, 2, 1, *range(3, v.dim() + 1)]
+    return _shuffle(b, n.args[0], None, [batch, groups, channels // groups, *rest], perm, list(v.shape))
 
 
 _PAD_MODE = {
