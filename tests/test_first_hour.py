@@ -257,3 +257,17 @@ def test_threads_option_and_env_errors(capsys, monkeypatch):
     monkeypatch.setenv(ENV, "-1")
     assert cli_main(["check", "lowering.zoo:mlp", "--no-vela"]) == 2
     assert f"{ENV} must be a positive integer" in capsys.readouterr().err
+
+
+def test_gate_table_keeps_a_long_detail_out_of_its_row():
+    """Vela's refusal lists every operator it could not run: the gate table's row shows its
+    start, the whole detail follows the table, and the rule line stays as wide as the table."""
+    from tosa_verify.report import Gate, format_summary
+
+    refused = "; ".join(f"#{i} MATMUL: inputs are INT16, only int8 is supported" for i in range(6))
+    text = format_summary(gates=[Gate("fully lowered", True, "one TOSA graph"),
+                                 Gate("Vela compiles for ethos-u55-128", False, refused)])
+    lines = text.splitlines()
+    assert max(len(line) for line in lines[:4]) <= 120, lines[:4]
+    assert f"Vela compiles for ethos-u55-128: {refused}" in lines
+    assert lines[-1] == "RESULT: FAIL (Vela compiles for ethos-u55-128)"

@@ -191,10 +191,29 @@ def format_summary(drift: DriftReport | None = None, *, programs: Sequence[Any] 
         lines.append("golden: " + text.replace("\n", "\n  "))
     if gates:
         lines.append("")
-        lines.extend(table(["gate", "status", "detail"], [[g.name, g.status, g.detail] for g in gates], right=set()))
+        lines.extend(table(["gate", "status", "detail"], [[g.name, g.status, _short(g.detail)] for g in gates],
+                           right=set()))
+        # a long detail (Vela's list of refused operators) in full below, not as one table row
+        # as wide as itself
+        lines.extend(f"{g.name}: {g.detail}" for g in gates if _short(g.detail) != g.detail)
         failed = [g.name for g in gates if not g.passed]
         lines.append("RESULT: " + ("FAIL (" + ", ".join(failed) + ")" if failed else "PASS"))
     return "\n".join(lines)
+
+
+#: widest gate detail the gate table shows in its row
+_DETAIL_WIDTH = 72
+
+
+def _short(detail: str) -> str:
+    """``detail`` cut to :data:`_DETAIL_WIDTH` characters (``... (below)`` marks the cut).
+
+    >>> _short("ok"), len(_short("x" * 200))
+    ('ok', 72)
+    """
+    if len(detail) <= _DETAIL_WIDTH:
+        return detail
+    return detail[:_DETAIL_WIDTH - 12] + " ... (below)"
 
 
 def rounding_lines(drift: DriftReport) -> list[str]:
