@@ -32,6 +32,7 @@ from .noise import quiet_export
 from .passes.base import PassContext
 from .passes.fold_batch_norm import FoldBatchNorm
 from .passes.functionalize import functionalize
+from .passes.grad_regions import inline_grad_regions
 from .passes.int64 import fits_int32
 from .pipeline import run_pipeline
 from .quantizer import QuantConfig, TosaQuantizer
@@ -228,6 +229,7 @@ def export_module(model, example_inputs) -> fx.GraphModule:
         raise
     except Exception as e:  # noqa: BLE001
         raise _export_error(e) from e
+    inline_grad_regions(gm)  # `with torch.no_grad():` inside forward: its ops, inline
     functionalize(gm)  # relu_, add_, copy_ ... -> relu, add, copy with readers rewired
     if control_flow.has_control_flow(gm):
         control_flow.inline_constant_operands(gm)  # a branch's weights: constants of the branch

@@ -20,6 +20,7 @@ from .passes import (
 )
 from .passes.base import GraphPass, PassContext
 from .passes.limits import BoundInfiniteScalars
+from .passes.outputs import QuantizeConstantOutputs, ScalarOutputsToConstants
 
 
 def build_pipeline(profile: str) -> list[GraphPass]:
@@ -27,16 +28,16 @@ def build_pipeline(profile: str) -> list[GraphPass]:
 
     Example:
         >>> [p.name for p in build_pipeline("INT")]  # doctest: +NORMALIZE_WHITESPACE
-        ['FunctionalizeInPlace', 'RemoveNoOps', 'ConvertInt64ConstOpsToInt32',
+        ['FunctionalizeInPlace', 'RemoveNoOps', 'ScalarOutputsToConstants', 'ConvertInt64ConstOpsToInt32',
          'ConvertInt64OutputOpsToInt32', 'InsertInt32CastsAfterInt64Placeholders', 'FoldQDQ',
-         'QuantizeUnusedInputs', 'AssignNHWCLayout']
+         'QuantizeUnusedInputs', 'QuantizeConstantOutputs', 'AssignNHWCLayout']
     """
-    int64 = [ConvertInt64ConstOpsToInt32(), ConvertInt64OutputOpsToInt32(),
+    int64 = [ScalarOutputsToConstants(), ConvertInt64ConstOpsToInt32(), ConvertInt64OutputOpsToInt32(),
              InsertInt32CastsAfterInt64Placeholders()]
     if profile == "INT":
         # decompositions already ran in TosaQuantizer.transform_for_annotation
         return [FunctionalizeInPlace(), RemoveNoOps(), *int64, FoldQDQ(), QuantizeUnusedInputs(),
-                AssignNHWCLayout()]
+                QuantizeConstantOutputs(), AssignNHWCLayout()]
     # FP folds input-independent parts here; INT did in annotation_passes
     return [FunctionalizeInPlace(), RemoveNoOps(), FoldConstants(), FoldBatchNorm(), DecomposeForTosa(),
             ScalarsToTensors(), RemoveNoOps(), *int64, AssignNHWCLayout()]

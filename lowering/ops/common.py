@@ -188,7 +188,9 @@ def zp_const(em, dtype: str, value, suffix: str) -> str:
 
 
 def fp_scalar(em, value: float, rank: int, suffix: str, dtype: str = "FP32") -> str:
-    return em.const(suffix, np.array([value]), dtype, [1] * max(rank, 1))
+    """A constant holding ``value`` with ``rank`` dims of size 1 (0-d for rank 0: a [1]
+    constant would make ``log1p`` of a 0-d tensor a [1] tensor where the graph declares [])."""
+    return em.const(suffix, np.array([value]).reshape([1] * rank), dtype, [1] * rank)
 
 
 def clamp(em, src: str, lo, hi, out: str) -> None:

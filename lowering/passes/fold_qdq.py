@@ -98,6 +98,35 @@ def _read_by_ops(n: fx.Node) -> bool:
     return any(u.op not in ("output", "call_module") for u in n.users)
 
 
+def graph_activation_dtype(gm: fx.GraphModule) -> torch.dtype:
+    """The activation dtype of a quantized graph (int8 when it has no quantized activation);
+    weights are int8 even under int16 activations, so per-channel ones do not count."""
+    activations = [n.meta["qout"] for n in gm.graph.nodes if n.op in ("placeholder", "call_function")
+                   and isinstance(n.meta.get("qout"), QParams) and n.meta["qout"].axis is None]
+    return activations[0].dtype if activations else torch.int8
+
+
+def range_qparams(v: torch.Tensor, dtype: torch.dtype) -> QParams:
+    """Per-tensor activation QParams covering the values of ``v`` and 0: int8 asymmetric,
+    int16 symmetric (as the quantizer makes them).
+
+    Example:
+        >>> qp = range_qparams(torch.tensor([-1.0, 3.0]), torch.int8)
+        >>> round(qp.s * 255, 6), qp.zp
+        (4.0, -64)
+    """
+    lo = min(float(v.min()), 0.0) if v.numel() else 0.0
+    hi = max(float(v.max()), 0.0) if v.numel() else 0.0
+    if dtype == torch.int16:  # symmetric, as the int16 activations are
+        qmin, qmax = -32767, 32767
+        scale, zp = (max(-lo, hi) / qmax) or 1.0, 0
+    else:
+        qmin, qmax = -128, 127
+        scale = ((hi - lo) / (qmax - qmin)) or 1.0
+        zp = int(np.clip(round(qmin - lo / scale), qmin, qmax))
+    return QParams(np.array([scale]), np.array([zp]), dtype, qmin, qmax)
+
+
 class QuantizeUnusedInputs(GraphPass):
     """Give a float graph input that no op reads the activation quantization of the graph.
 
@@ -119,22 +148,10 @@ class QuantizeUnusedInputs(GraphPass):
     """
 
     def run(self, gm: fx.GraphModule, ctx: PassContext) -> None:
-        # activations only: weights are int8 even under int16 activations
-        activations = [n.meta["qout"] for n in gm.graph.nodes if n.op in ("placeholder", "call_function")
-                       and isinstance(n.meta.get("qout"), QParams) and n.meta["qout"].axis is None]
-        dtype = activations[0].dtype if activations else torch.int8
+        dtype = graph_activation_dtype(gm)
         for n in gm.graph.nodes:
             v = n.meta.get("tv_val", val(n))
             if n.op != "placeholder" or _read_by_ops(n) or "qout" in n.meta or \
                     not isinstance(v, torch.Tensor) or not v.is_floating_point():
                 continue
-            lo = min(float(v.min()), 0.0) if v.numel() else 0.0
-            hi = max(float(v.max()), 0.0) if v.numel() else 0.0
-            if dtype == torch.int16:  # symmetric, as the int16 activations are
-                qmin, qmax = -32767, 32767
-                scale, zp = (max(-lo, hi) / qmax) or 1.0, 0
-            else:
-                qmin, qmax = -128, 127
-                scale = ((hi - lo) / (qmax - qmin)) or 1.0
-                zp = int(np.clip(round(qmin - lo / scale), qmin, qmax))
-            n.meta["qout"] = QParams(np.array([scale]), np.array([zp]), dtype, qmin, qmax)
+            n.meta["qout"] = range_qparams(v, dtype)

@@ -7,8 +7,8 @@ binary cross-entropy, KL divergence, soft margin.
 
 Every case lowers whole and is checked against PyTorch (FP; sums and products run in another
 order, hence 1e-6, and 5e-6 for the three-matrix products) and against the fake-quant model
-(INT, 0 steps). cross_entropy / nll_loss
-and binary_cross_entropy_with_logits stay on the CPU, whole: checked too.
+(INT, 0 steps). cross_entropy / nll_loss and binary_cross_entropy_with_logits have their own
+decompositions (lowering.passes.decompositions.losses, tests/lowering/test_lowering_losses_cum.py).
 """
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 from lowering_checks import Fn, check_fp, check_int
-
-import lowering
 
 gen = torch.Generator().manual_seed(11)
 
@@ -73,19 +71,3 @@ def test_int_lowers_whole_and_matches_fake_quant(name):
     fn, inputs = CASES[name]
     lm = check_int(Fn(fn), inputs, max_steps=0)
     assert lm.tosa is not None and not lm.cpu_nodes, lm.cpu_nodes
-
-
-@pytest.mark.parametrize("profile", ["FP", "INT"])
-@pytest.mark.parametrize(("fn", "target"), [
-    (lambda x, t: F.cross_entropy(x, t) + x.mean(), "aten.cross_entropy_loss.default"),
-    (lambda x, t: F.binary_cross_entropy_with_logits(x, t.float().unsqueeze(-1).expand(4, 5) / 5) + x.mean(),
-     "aten.binary_cross_entropy_with_logits.default"),
-], ids=["cross_entropy", "bce_with_logits"])
-def test_losses_left_whole_on_the_cpu_still_run(fn, target, profile):
-    x, t = _x(4, 5), torch.randint(0, 5, (4,), generator=gen)
-    lm = lowering.lower(Fn(fn), (x, t), profile=profile)
-    assert [c.target for c in lm.cpu_nodes] == [target]
-    want = fn(x, t) if profile == "FP" else lm.quantized_model(x, t)
-    got = lm.run(x, t)[0]
-    # INT: the CPU loss reads the partition's dequantized mean, within a step of fake-quant's
-    torch.testing.assert_close(got, want.reshape(got.shape), atol=1e-5 if profile == "FP" else 0.05, rtol=0)

@@ -298,3 +298,12 @@ def test_int_inf_norm_is_the_extreme_magnitude(order):
     (out,) = lm.run(x)
     step = float(x.abs().max()) / 127
     torch.testing.assert_close(out, expected, atol=2 * step, rtol=0)
+
+
+@pytest.mark.parametrize("fn", [torch.log1p, torch.expm1, F.mish, F.softplus], ids=lambda f: f.__name__)
+def test_fp_functions_built_with_a_constant_keep_a_0d_result(fn):
+    """log1p of a 0-d tensor (``x.sum().log1p()``) added a [1] constant, which made the
+    result [1] where the graph declared []: the reference model refused the graph."""
+    x = torch.randn(5, generator=torch.Generator().manual_seed(3))
+    lm = check_fp(Fn(lambda t: fn(t.sum())), (x,), atol=1e-6, rtol=1e-6)
+    assert lm.cpu_nodes == []

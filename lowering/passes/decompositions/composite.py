@@ -24,11 +24,9 @@ COMPOSITE_OPS = (aten.einsum.default, aten.swapaxes.default, aten.swapdims.defau
                  aten.adjoint.default, aten.numpy_T.default, aten.matrix_H.default,
                  aten.tensor_split.sections, aten.tensor_split.indices,
                  aten.tensor_split.tensor_indices_or_sections, aten.broadcast_tensors.default,
-                 # losses a model may compute in its forward (labels as inputs; not
-                 # cross_entropy / nll_loss, whose decomposition builds a named tuple, nor
-                 # binary_cross_entropy_with_logits, whose log_sigmoid_forward does not lower;
-                 # nor aminmax (a named tuple), linear / trilinear upsampling (_unsafe_index
-                 # pieces) or conv_transpose3d (a 3-D transposed convolution): CPU, whole)
+                 # losses a model may compute in its forward (labels as inputs; cross_entropy,
+                 # nll_loss, binary_cross_entropy_with_logits and aminmax have decompositions of
+                 # their own in .losses and .cumulative; conv_transpose3d stays on the CPU)
                  aten.l1_loss.default, aten.kl_div.default,
                  # products, norms, integrals and resampling spelled through other ops
                  aten.inner.default, aten.linalg_multi_dot.default, aten.chain_matmul.default,
