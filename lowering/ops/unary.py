@@ -233,12 +233,11 @@ def selu(em, node, x, out):
 
 @unary_function(aten.sign.default, aten.sgn.default, step=True)
 def sign(em, node, x, out):
-    """1 above zero, -1 below; ``x * 0`` elsewhere keeps zero (and NaN) as PyTorch does."""
+    """1 above zero, -1 below, +0 elsewhere: for -0.0 and NaN too, as PyTorch's sign gives."""
     dtype = em.writer.dtypes[x]
     zero = fp_const(em, node, 0, "zero", dtype)
-    rest = fp_binary(em, "MUL", x, zero, "rest")
     below = select(em, compare(em, "GREATER", zero, x, "neg"),
-                    fp_const(em, node, -1, "minus_one", dtype), rest, "below")
+                    fp_const(em, node, -1, "minus_one", dtype), zero, "below")
     select(em, compare(em, "GREATER", x, zero, "pos"), fp_const(em, node, 1, "plus_one", dtype),
            below, "fp", out=out)
 
@@ -290,8 +289,11 @@ def round_half_even(em, node, x, out):
     a = fp_unary(em, "ABS", x, "abs")
     limit = fp_const(em, node, _FP32_INTEGER_LIMIT, "limit")
     rounded = fp_binary(em, "SUB", fp_binary(em, "ADD", a, limit, "shifted"), limit, "rounded")
-    whole = compare(em, "GREATER_EQUAL", a, limit, "whole")
-    _with_sign_of(em, node, select(em, whole, a, rounded, "magnitude"), x, "sign", out)
+    # x itself where it is an integer already: from 2**23 on, and a zero (whose sign the
+    # comparison with 0 would lose: round(-0.0) is -0.0)
+    whole = fp_binary(em, "LOGICAL_OR", compare(em, "GREATER_EQUAL", a, limit, "large"),
+                      compare(em, "EQUAL", a, fp_const(em, node, 0.0, "zero"), "zero_in"), "whole", dtype="BOOL")
+    select(em, whole, x, _with_sign_of(em, node, rounded, x, "sign"), "fp", out=out)
 
 
 @unary_function(aten.log_sigmoid.default)

@@ -307,3 +307,16 @@ def test_fp_functions_built_with_a_constant_keep_a_0d_result(fn):
     x = torch.randn(5, generator=torch.Generator().manual_seed(3))
     lm = check_fp(Fn(lambda t: fn(t.sum())), (x,), atol=1e-6, rtol=1e-6)
     assert lm.cpu_nodes == []
+
+
+@pytest.mark.parametrize("fn", [torch.round, torch.sign, torch.floor, torch.ceil, torch.trunc, torch.frac],
+                         ids=lambda f: f.__name__)
+def test_fp_rounding_keeps_the_sign_of_zero_as_pytorch(fn):
+    """round(-0.0) is -0.0, sign(-0.0) and sign(NaN) are +0.0 in PyTorch; the FP graph gave
+    +0.0, -0.0 and NaN (round restored the sign by a comparison with 0, sign kept x * 0)."""
+    x = torch.tensor([-0.0, 0.0, -0.3, 0.4, -2.5, 2.5, -0.5, 1e30, -float("inf"), float("nan")])
+    lm = check_fp(Fn(fn), (x,), atol=0, rtol=0) if not fn(x).isnan().any() else lowering.lower(Fn(fn), (x,), profile="FP")
+    got, want = lm.run(x)[0], fn(x)
+    assert torch.equal(got.isnan(), want.isnan())
+    finite = ~want.isnan()
+    assert torch.equal(got[finite], want[finite]) and torch.equal(got.signbit()[finite], want.signbit()[finite])

@@ -511,13 +511,7 @@ def round_decimals(gm, n, b):
         return b(aten.mul.Tensor, t, number_const(gm, b, 1.0 / p, torch.float32, t, "recip"))
 
     def rounded(t):
-        r = b(aten.round.default, t)
-        if not exact:
-            return r
-        # aten.round's visitor restores the sign by comparing with 0, which gives -0.0 a +0.0:
-        # a zero is its own rounding (nearbyint keeps -0.0)
-        zero = number_const(gm, b, 0.0, torch.float32, t, "zero")
-        return b(aten.where.self, b(aten.eq.Tensor, t, zero), t, r)
+        return b(aten.round.default, t)  # (its visitor keeps -0.0, as nearbyint does)
 
     if decimals == 0:
         return rounded(x)
