@@ -1,7 +1,8 @@
 """Make an exported graph functional: in-place ops become their out-of-place forms.
 
 ``torch.export`` keeps what the model wrote: ``relu_``, ``add_``, ``hardswish_``, ``copy_``,
-``dropout_`` (torchvision's ``inplace=True``), a BN's batch counter ``add_`` after QAT. An
+``dropout_`` (torchvision's ``inplace=True``), a BN's batch counter ``add_`` after QAT, an
+``out=`` argument (``torch.add(x, 1, out=buffer)``, whose functional overload replaces it). An
 in-place op's value lives on in the tensor it mutated, so every later reader of that tensor
 must read the new value. This pass replaces ``op_(x, ...)`` by ``op(x, ...)`` and points every
 reader of ``x`` after it (and every reader of the op itself) at the new node. A mutated *view*
@@ -58,6 +59,32 @@ def functional_variant(op) -> object | None:
     overload = op._overloadname
     if overload in packet.overloads():
         return getattr(packet, overload)
+    return None
+
+
+def out_variant_functional(op) -> object | None:
+    """The functional overload of an aten ``out=`` variant with one ``out`` tensor
+    (``add.out`` -> ``add.Tensor``: the overload with the same other arguments), or None.
+
+    Example:
+        >>> out_variant_functional(torch.ops.aten.add.out)
+        <OpOverload(op='aten.add', overload='Tensor')>
+        >>> out_variant_functional(torch.ops.aten.add.Tensor) is None
+        True
+    """
+    if not isinstance(op, torch._ops.OpOverload) or op.namespace != "aten":
+        return None
+    outs = [a for a in op._schema.arguments if a.is_out]
+    if [a.name for a in outs] != ["out"]:
+        return None
+    wanted = [(a.name, str(a.type)) for a in op._schema.arguments if not a.is_out]
+    packet = getattr(aten, op._schema.name.split("::")[-1], None)
+    for name in packet.overloads() if packet is not None else ():
+        candidate = getattr(packet, name)
+        arguments = candidate._schema.arguments
+        if not any(a.is_out or (a.alias_info is not None and a.alias_info.is_write) for a in arguments) and \
+                [(a.name, str(a.type)) for a in arguments] == wanted:
+            return candidate
     return None
 
 
@@ -149,11 +176,17 @@ def functionalize(gm: fx.GraphModule) -> int:
         if n.op != "call_function":
             continue
         functional = functional_variant(n.target)
-        if functional is None or not n.args or not isinstance(n.args[0], fx.Node):
-            continue
-        mutated = n.args[0]
+        args, kwargs = n.args, n.kwargs
+        if functional is not None and n.args and isinstance(n.args[0], fx.Node):
+            mutated = n.args[0]
+        else:  # ``torch.add(x, 1, out=buffer)``: the op writes into ``buffer``
+            functional = out_variant_functional(n.target)
+            mutated = n.kwargs.get("out")
+            if functional is None or not isinstance(mutated, fx.Node):
+                continue
+            kwargs = {k: v for k, v in n.kwargs.items() if k != "out"}
         with g.inserting_before(n):
-            new = g.call_function(functional, n.args, n.kwargs)
+            new = g.call_function(functional, args, kwargs)
         copy_meta(new, n)
         new.meta.update({k: v for k, v in n.meta.items() if k in ("val", "tv_val")})
         n.replace_all_uses_with(new)

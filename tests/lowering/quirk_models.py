@@ -37,7 +37,7 @@ def _ids(*shape, high=32, seed=0):
 # --------------------------------------------------------------------------- user quirks
 class InPlaceAll(nn.Module):
     """Every in-place spelling: add_, mul_, relu_, clamp_, sigmoid_, masked_fill_, slice write,
-    ``+=``."""
+    ``+=``, ``out=``."""
 
     def forward(self, x):
         y = x * 1.0
@@ -49,7 +49,10 @@ class InPlaceAll(nn.Module):
         y.sigmoid_()
         y.masked_fill_(x > 1.0, 0.0)
         y[:, 0] = 0.25
-        return y + z
+        out = torch.empty(y.shape)
+        torch.mul(y, 3.0, out=out)  # an ``out=`` argument (aten.mul.out)
+        torch.add(out, z, out=out)
+        return y + z + out
 
 
 class Scalars(nn.Module):

@@ -11,7 +11,15 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from lowering_checks import Fn, float64_step_diff, judge_fp, judge_int, judge_whole
+from lowering_checks import (
+    Fn,
+    check_fp,
+    check_int,
+    float64_step_diff,
+    judge_fp,
+    judge_int,
+    judge_whole,
+)
 from quirk_models import DictOut, build
 from torch import nn
 
@@ -333,3 +341,18 @@ def test_int8_add_of_every_code_pair_equals_float64_fake_quant():
     assert [tuple(map(int, lm.quantize_inputs(*every_pair)[i].ravel()[[0, -1]])) for i in (0, 1)] == \
         [(-128, 127), (-128, 127)]  # (every code pair, as the deployment quantizes it)
     assert float(np.abs(float64_step_diff(lm, every_pair)).max()) == 0
+
+
+@pytest.mark.parametrize("profile", ["FP", "INT"])
+def test_out_argument_lowers_whole(profile):
+    """``torch.add(x, 1, out=buffer)`` stays an ``add.out`` in the exported graph, which stayed
+    on the CPU: it is the functional ``add.Tensor`` now, its later readers reading the result."""
+    def fn(x):
+        buffer = torch.empty(x.shape)
+        torch.add(x, 1.5, out=buffer)
+        torch.mul(buffer, x, out=buffer)
+        return buffer - x
+
+    x = torch.randn(3, 4, generator=torch.Generator().manual_seed(6))
+    lm = check_fp(Fn(fn), (x,), atol=1e-6, rtol=1e-6) if profile == "FP" else check_int(Fn(fn), (x,), max_steps=0)
+    assert lm.cpu_nodes == []
