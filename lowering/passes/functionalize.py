@@ -35,22 +35,26 @@ _IDENTITY_VIEWS = {aten.alias.default, aten.detach.default, aten.detach_.default
 
 
 def functional_variant(op) -> object | None:
-    """The out-of-place overload of an in-place aten op (``relu_`` -> ``relu``), or None.
+    """The functional overload of an in-place aten op (``relu_`` -> ``relu``) or of an
+    ``out=`` variant with one ``out`` tensor (``add.out`` -> ``add.Tensor``: the overload
+    with the same other arguments), or None.
 
     Example:
-        >>> functional_variant(torch.ops.aten.add_.Tensor)
-        <OpOverload(op='aten.add', overload='Tensor')>
+        >>> functional_variant(torch.ops.aten.add_.Tensor), functional_variant(torch.ops.aten.mul.out)
+        (<OpOverload(op='aten.add', overload='Tensor')>, <OpOverload(op='aten.mul', overload='Tensor')>)
         >>> functional_variant(torch.ops.aten.add.Tensor) is None
         True
     """
     if not isinstance(op, torch._ops.OpOverload) or op.namespace != "aten":
         return None
     schema = op._schema
-    if not schema.arguments or schema.arguments[0].alias_info is None or \
-            not schema.arguments[0].alias_info.is_write or any(a.kwarg_only and a.name == "out"
-                                                                for a in schema.arguments):
-        return None
     name = schema.name.split("::")[-1]
+    outs = [a.name for a in schema.arguments if a.is_out]
+    if outs:
+        return _out_free_overload(getattr(aten, name, None), schema) if outs == ["out"] else None
+    if not schema.arguments or schema.arguments[0].alias_info is None or \
+            not schema.arguments[0].alias_info.is_write:
+        return None
     if not name.endswith("_") or name.endswith("__"):
         return None
     packet = getattr(aten, name[:-1], None)
@@ -62,23 +66,9 @@ def functional_variant(op) -> object | None:
     return None
 
 
-def out_variant_functional(op) -> object | None:
-    """The functional overload of an aten ``out=`` variant with one ``out`` tensor
-    (``add.out`` -> ``add.Tensor``: the overload with the same other arguments), or None.
-
-    Example:
-        >>> out_variant_functional(torch.ops.aten.add.out)
-        <OpOverload(op='aten.add', overload='Tensor')>
-        >>> out_variant_functional(torch.ops.aten.add.Tensor) is None
-        True
-    """
-    if not isinstance(op, torch._ops.OpOverload) or op.namespace != "aten":
-        return None
-    outs = [a for a in op._schema.arguments if a.is_out]
-    if [a.name for a in outs] != ["out"]:
-        return None
-    wanted = [(a.name, str(a.type)) for a in op._schema.arguments if not a.is_out]
-    packet = getattr(aten, op._schema.name.split("::")[-1], None)
+def _out_free_overload(packet, schema) -> object | None:
+    """The overload of ``packet`` with ``schema``'s arguments but its ``out``, writing none."""
+    wanted = [(a.name, str(a.type)) for a in schema.arguments if not a.is_out]
     for name in packet.overloads() if packet is not None else ():
         candidate = getattr(packet, name)
         arguments = candidate._schema.arguments
@@ -176,17 +166,13 @@ def functionalize(gm: fx.GraphModule) -> int:
         if n.op != "call_function":
             continue
         functional = functional_variant(n.target)
-        args, kwargs = n.args, n.kwargs
-        if functional is not None and n.args and isinstance(n.args[0], fx.Node):
-            mutated = n.args[0]
-        else:  # ``torch.add(x, 1, out=buffer)``: the op writes into ``buffer``
-            functional = out_variant_functional(n.target)
-            mutated = n.kwargs.get("out")
-            if functional is None or not isinstance(mutated, fx.Node):
-                continue
-            kwargs = {k: v for k, v in n.kwargs.items() if k != "out"}
+        # ``torch.add(x, 1, out=buffer)`` writes into ``buffer``, ``x.add_(1)`` into ``x``
+        mutated = n.kwargs.get("out", n.args[0] if n.args else None)
+        if functional is None or not isinstance(mutated, fx.Node):
+            continue
+        kwargs = {k: v for k, v in n.kwargs.items() if k != "out"}
         with g.inserting_before(n):
-            new = g.call_function(functional, args, kwargs)
+            new = g.call_function(functional, n.args, kwargs)
         copy_meta(new, n)
         new.meta.update({k: v for k, v in n.meta.items() if k in ("val", "tv_val")})
         n.replace_all_uses_with(new)

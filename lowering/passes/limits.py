@@ -19,7 +19,7 @@ _LIMIT = float(torch.finfo(torch.float32).max)
 #: Ops whose float arguments are bounds, or a norm's order (``ord=inf``: the max of ``|x|``, a
 #: mode, not a value; cdist's and pairwise_distance's ``p`` too; isclose's ``atol=inf``, a
 #: tolerance), left alone.
-_BOUNDS = re.compile(r"clamp|clip|hardtanh|nan_to_num|norm|cdist|pairwise_distance|isclose")
+_BOUNDS = re.compile(r"clamp|clip|hardtanh|nan_to_num|norm|cdist|pdist|pairwise_distance|isclose")
 
 
 def _bounded(value):

@@ -182,3 +182,86 @@ def test_linear_1d_fp_and_int(name):
     lm = check_fp(model, (x,), atol=2e-6, rtol=1e-6)
     assert not lm.cpu_nodes and lm.op_counts.get("RESIZE", 0) == 1
     assert not check_int(model, (x,), max_steps=1).cpu_nodes
+
+
+# ----------------------------------------------------------------------------- 3-D (5-D inputs)
+RESAMPLE_3D = {
+    "scale 2": dict(scale_factor=2),
+    "size up and down": dict(size=(5, 7, 3)),
+    "mixed scales": dict(scale_factor=(1.5, 2.3, 0.7)),
+    "mixed scales recomputed": dict(scale_factor=(1.5, 2.3, 0.7), recompute_scale_factor=True),
+    "depth kept": dict(scale_factor=(1, 2, 2)),
+    "depth only": dict(size=(7, 4, 5)),
+    "to one voxel": dict(size=(1, 1, 1)),
+    "same size": dict(scale_factor=1.0),
+}
+
+
+def resample_3d(mode, align_corners=None, **kw):
+    return Fn(lambda t: F.interpolate(t, mode=mode, align_corners=align_corners, **kw))
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("name", list(RESAMPLE_3D))
+def test_trilinear_fp_and_int(name, align_corners):
+    """interpolate(mode="trilinear") of [N, C, D, H, W] as a bilinear RESIZE along D, then one
+    along H and W: FP within float32 rounding of PyTorch (the same weights, applied axis by
+    axis; found up to 1.3e-6), INT within one step of fake-quant (found: 1)."""
+    x = randn(2, 3, 3, 4, 5)
+    model = resample_3d("trilinear", align_corners, **RESAMPLE_3D[name])
+    lm = check_fp(model, (x,), atol=2e-6, rtol=1e-6)
+    assert not lm.cpu_nodes, lm.cpu_nodes
+    assert lm.op_counts.get("RESIZE", 0) <= 2
+    assert not check_int(model, (x,), max_steps=1).cpu_nodes
+
+
+def test_trilinear_from_one_voxel_align_corners():
+    """align_corners from an axis of one (every output reads that one voxel)."""
+    x = randn(1, 2, 1, 1, 3)
+    model = resample_3d("trilinear", True, size=(3, 4, 5))
+    assert not check_fp(model, (x,), atol=2e-6, rtol=1e-6).cpu_nodes
+    assert not check_int(model, (x,), max_steps=1).cpu_nodes
+
+
+def test_trilinear_beyond_resize_limit_stays_whole_on_the_cpu():
+    """An H * W of 16384 or more exceeds TOSA RESIZE's axis limit for the D pass: the op stays on
+    the CPU in one piece, and the model still runs as PyTorch computes it."""
+    x = randn(1, 1, 2, 128, 128)
+    model = resample_3d("trilinear", False, scale_factor=(2, 1, 1)).eval()
+    lm = lowering.lower(model, (x,), profile="FP")
+    assert [c.target for c in lm.cpu_nodes] == ["aten.upsample_trilinear3d.vec"]
+    torch.testing.assert_close(lm.run(x)[0], model(x), atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
+@pytest.mark.parametrize("name", list(RESAMPLE_3D))
+def test_nearest_3d_fp_and_int_exact(name, mode):
+    """3-D nearest / nearest-exact as one constant-index gather per axis: PyTorch's values
+    exactly in FP, fake-quant's exactly in INT."""
+    x = randn(2, 3, 3, 4, 5)
+    model = resample_3d(mode, **RESAMPLE_3D[name])
+    lm = check_fp(model, (x,), atol=0, rtol=0)
+    assert not lm.cpu_nodes, lm.cpu_nodes
+    assert not check_int(model, (x,), max_steps=0).cpu_nodes
+
+
+def test_nearest_3d_source_index_is_pytorchs():
+    """nearest_source_index against PyTorch's own 3-D nearest resampling of a ramp along each
+    axis (odd sizes and scales; a scale of 1.05 that keeps the size is not the identity)."""
+    from lowering.passes.decompositions.resample import nearest_source_index
+
+    for size, out, scale in [(5, 10, 2.1), (7, 3, None), (3, 8, None), (4, 9, 2.3), (6, 4, 0.7),
+                             (5, 5, 1.0), (5, 5, 1.05)]:
+        for axis in range(3):
+            shape = [1, 1, 1, 1, 1]
+            shape[2 + axis] = size
+            ramp = torch.arange(float(size)).reshape(shape)
+            factors = [1.0, 1.0, 1.0]
+            factors[axis] = scale
+            sizes = [1, 1, 1]
+            sizes[axis] = out
+            kw = {"scale_factor": tuple(factors)} if scale else {"size": tuple(sizes)}
+            for mode, exact in [("nearest", False), ("nearest-exact", True)]:
+                torch_index = F.interpolate(ramp, mode=mode, **kw).reshape(-1).long().numpy()
+                assert torch_index.size == out
+                np.testing.assert_array_equal(nearest_source_index(size, out, scale, exact), torch_index)

@@ -21,6 +21,7 @@ from . import (  # noqa: F401
     resample,
     rnn,
     scatter_cum,
+    scatter_write,
     shape,
     sorting,
     spatial,

@@ -115,10 +115,13 @@ def remainder(gm, n, b):
 @decomposition(aten.fmod.Tensor, aten.fmod.Scalar)
 def fmod(gm, n, b):
     """``fmod(x, y) = sign(x) * (|x| % |y|)``: C's remainder takes the sign of ``x``, and
-    the remainder of magnitudes is :func:`remainder`'s (floored, exact-quotient corrected)."""
+    the remainder of magnitudes is :func:`remainder`'s (floored, exact-quotient corrected).
+    Integer tensors: :func:`.int_division.integer_fmod` (a truncated INTDIV)."""
+    from .int_division import integer_fmod
+
     x = n.args[0]
     if not is_float(x):
-        return None
+        return integer_fmod(gm, n, b)
     y = tensor_operand(gm, b, n.args[1], x, "divisor")
     r = b(aten.remainder.Tensor, b(aten.abs.default, x), b(aten.abs.default, y))
     return b(aten.mul.Tensor, b(aten.sign.default, x), r)

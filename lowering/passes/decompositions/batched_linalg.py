@@ -20,7 +20,8 @@ Claims:
   (p = 2), ``sum(|d|)`` (1), ``max(|d|)`` (inf), ``sum(|d| ** p) ** (1 / p)``; FP within a few
   ulps of PyTorch's kernel, which sums the same terms. INT: the gathers share ``x``'s
   quantization, the difference and the norm requantize as the fake-quant model does. p = 0 (a
-  count) has no lowering: it stays on the CPU. The pairs grow as N * N: beyond
+  count) has no lowering: it stays on the CPU, as does p = inf in INT (it reaches this pass as
+  :data:`lowering.passes.limits.BOUND`: ``BoundInfiniteScalars`` bounds pdist's order). The pairs grow as N * N: beyond
   :data:`lowering.passes.limits.QUADRATIC_ELEMENTS` gathered elements the op stays on the CPU.
 """
 
@@ -31,7 +32,7 @@ import math
 import torch
 
 from ...graph_utils import val
-from ..limits import within_quadratic_bound
+from ..limits import BOUND, within_quadratic_bound
 from ._common import PASS, arg, decomposition, is_float  # noqa: F401 - PASS for the doctests
 
 aten = torch.ops.aten
@@ -100,6 +101,10 @@ def pdist(gm, n, b):
     v = val(x)
     if v is None or v.dim() != 2 or v.dtype != torch.float32 or not isinstance(p, (int, float)) or \
             math.isnan(p) or not (p > 0 or math.isinf(p)):
+        return None
+    if b.profile == "INT" and float(p) >= BOUND:
+        # an INT p = inf arrives as BOUND (limits.BoundInfiniteScalars does not spare pdist's
+        # order), and no int8 TABLE holds |d| ** 256: CPU
         return None
     rows, width = v.shape
     if rows < 2 or width == 0 or not within_quadratic_bound(rows * (rows - 1) // 2, width):
