@@ -372,18 +372,61 @@ def test_max_unpool_fp_exact_and_int(name):
     whole_int(model, inputs)
 
 
-def test_pool_then_unpool_only_the_pool_stays_on_the_cpu():
-    """max_pool2d's indices have no lowering (shape.py's max_pool2d_with_indices rewrite gives
-    the values only): the pool stays on the CPU, the unpool lowers after it."""
+#: max_pool2d(..., return_indices=True) cases: input shape, pool arguments; the inputs are
+#: rounded to halves so that windows hold tied maxima (PyTorch takes the first in scan order)
+POOL_INDICES = {
+    "k2": ((1, 2, 6, 6), dict(kernel_size=2)),
+    "k3_s2_pad1": ((2, 3, 7, 5), dict(kernel_size=3, stride=2, padding=1)),
+    "k3_s2_ceil": ((1, 2, 7, 7), dict(kernel_size=3, stride=2, ceil_mode=True)),
+    "k2_dilated": ((1, 1, 9, 9), dict(kernel_size=2, stride=2, dilation=2)),
+    "batchless": ((3, 6, 6), dict(kernel_size=2)),
+    "k1": ((1, 2, 6, 6), dict(kernel_size=1)),
+    "rectangular_pad": ((1, 2, 5, 8), dict(kernel_size=(2, 3), stride=(1, 2), padding=(1, 1))),
+}
+
+
+def _tied(shape):
+    return torch.round(randn(*shape) * 2) / 2
+
+
+@pytest.mark.parametrize("name", list(POOL_INDICES))
+def test_max_pool2d_indices_fp_are_pytorchs(name):
+    shape, kwargs = POOL_INDICES[name]
+    model = Fn(lambda x: F.max_pool2d(x, return_indices=True, **kwargs))
+    x = _tied(shape)
+    lm = whole_fp(model, (x,), atol=0, rtol=0)  # values and indices, compared exactly
+    assert torch.equal(lm.run(x)[1].long(), model(x)[1])
+
+
+@pytest.mark.parametrize("name", list(POOL_INDICES))
+def test_max_pool2d_indices_int_are_the_fake_quant_models(name):
+    """INT: the indices of the fake-quant model's pool (ties of quantized values included)."""
+    shape, kwargs = POOL_INDICES[name]
+    model = Fn(lambda x: F.max_pool2d(x, return_indices=True, **kwargs))
+    x = _tied(shape)
+    lm = whole_int(model, (x,))
+    assert torch.equal(lm.run(x)[1].long(), lm.quantized_model(x)[1])
+
+
+@pytest.mark.parametrize("kwargs", [dict(kernel_size=3, stride=2, padding=1), dict(kernel_size=2),
+                                    dict(kernel_size=2, stride=1, dilation=2, ceil_mode=True)], ids=str)
+@pytest.mark.parametrize("profile", ["FP", "INT"])
+def test_max_pool1d_indices(kwargs, profile):
+    """max_pool1d(..., return_indices=True): max_pool2d's indices over a one-row plane."""
+    model = Fn(lambda x: F.max_pool1d(x, return_indices=True, **kwargs))
+    x = _tied((2, 3, 11))
+    lm = whole_fp(model, (x,), atol=0, rtol=0) if profile == "FP" else whole_int(model, (x,))
+    want = model(x)[1] if profile == "FP" else lm.quantized_model(x)[1]
+    assert torch.equal(lm.run(x)[1].long(), want)
+
+
+@pytest.mark.parametrize("profile", ["FP", "INT"])
+def test_pool_then_unpool_lowers_whole(profile):
+    """SegNet's pool -> unpool: the unpool reads the lowered pool's indices."""
     model = Fn(lambda x: F.max_unpool2d(*F.max_pool2d(x, 2, return_indices=True), 2))
     x = (randn(1, 2, 6, 6),)
-    for profile in ("FP", "INT"):
-        lm = lowering.lower(model, x, profile=profile)
-        targets = {c.target for c in lm.cpu_nodes}
-        assert "aten.max_pool2d_with_indices.default" in targets
-        assert "aten.max_unpool2d.default" not in targets
-    lm = lowering.lower(model, x, profile="FP")
-    torch.testing.assert_close(lm.run(*x)[0], model(*x), atol=0, rtol=0)
+    lm = whole_fp(model, x, atol=0, rtol=0) if profile == "FP" else whole_int(model, x)
+    assert lm.cpu_nodes == []
 
 
 # ----------------------------------------------------------------------------- fmod / remainder

@@ -1,7 +1,8 @@
 """Bag reductions and pools without a TOSA operator of their own, rewritten into ops that
 lower: ``embedding_bag`` (sum / mean / max; offsets constant or an input; ``padding_idx``,
 ``per_sample_weights``, ``include_last_offset``) as an embedding GATHER and a reduction,
-adaptive_max_pool2d with uneven windows as index_select (GATHER) + one max_pool2d, and
+adaptive_max_pool2d with uneven windows as index_select (GATHER) + one max_pool2d,
+max_pool2d's indices (``return_indices=True``) from its window offsets, and
 avg_pool3d (``nn.LocalResponseNorm``'s sum over a channel window) as avg_pool2d over
 reshaped tensors.
 
@@ -9,6 +10,8 @@ Every piece of each rewrite lowers in both profiles: a piece left on the CPU wou
 partition boundary with no PyTorch node (see :mod:`.composite`)."""
 
 from __future__ import annotations
+
+import operator
 
 import torch
 
@@ -336,6 +339,88 @@ def avg_pool3d(gm, n, b):
                 zip((h, w), zip(kernel[1:], stride[1:], padding[1:], strict=True), strict=True))
         x = b(aten.reshape.default, y, [nb, c, d, h, w])
     return b(aten.squeeze.dims, x, [0]) if batchless else x
+
+
+# --------------------------------------------------------------------------- max_pool2d indices
+
+
+@decomposition(aten.max_pool2d_with_indices.default)
+def max_pool2d_with_indices(gm, n, b):
+    """``F.max_pool2d(..., return_indices=True)``: the values are max_pool2d; the indices (a
+    flat ``h * W + w`` into each input plane, what ``max_unpool2d`` reads) come from the
+    window offsets. For each offset ``(i, j)`` of the ``kH x kW`` window, the strided slice of
+    the (zero-)padded input holding that element of every window is compared with the pooled
+    max, masked by a constant saying whether the element lies inside the input (not in the
+    padding), and the index of the first offset that matches wins, in PyTorch's scan order
+    (rows, then columns): a ``where`` chain over constant index tables. Exact in FP and INT
+    (the pool and the slices share the input's quantization, so equal values are equal
+    integers); a window whose max is NaN is not claimed (PyTorch takes its last NaN).
+
+    Example:
+        >>> from lowering.passes.rewrites import REWRITES
+        >>> from ._common import PASS
+        >>> REWRITES[PASS][aten.max_pool2d_with_indices.default].fn.__name__
+        'max_pool2d_with_indices'
+    """
+    x = n.args[0]
+    v = val(x)
+    if v is None or v.dim() not in (3, 4) or not v.is_floating_point() or v.numel() == 0:
+        return None
+    values = b(aten.max_pool2d.default, *n.args)
+    if not any(u.users and u.args[1] == 1 for u in n.users if u.target is operator.getitem):
+        return tuple_outputs(n, [values, None])  # the indices are unused
+    kernel = int_list(n.args[1], 2)
+    stride = int_list(arg(n, 2, "stride", []) or kernel, 2)
+    padding = int_list(arg(n, 3, "padding", 0), 2)
+    dilation = int_list(arg(n, 4, "dilation", 1), 2)
+    ceil = bool(arg(n, 5, "ceil_mode", False))
+    h, w = v.shape[-2:]
+    oh, ow = (_dilated_pooled_size(size, k, st, p, dl, ceil) for size, k, st, p, dl in
+              zip((h, w), kernel, stride, padding, dilation, strict=True))
+    # padded so that every window of every offset reads inside it (ceil mode's last windows
+    # may run past the right padding)
+    extra = [max(0, (o - 1) * st + dl * (k - 1) + 1 - (size + 2 * p))
+             for o, st, dl, k, size, p in zip((oh, ow), stride, dilation, kernel, (h, w), padding, strict=True)]
+    padded = b(aten.constant_pad_nd.default, x,
+               [padding[1], padding[1] + extra[1], padding[0], padding[0] + extra[0]], 0.0)
+    rows, cols = torch.arange(oh) * stride[0] - padding[0], torch.arange(ow) * stride[1] - padding[1]
+    indices = None
+    for i in reversed(range(kernel[0])):
+        for j in reversed(range(kernel[1])):
+            r, c = rows + i * dilation[0], cols + j * dilation[1]
+            window = b(aten.slice.Tensor, b(aten.slice.Tensor, padded, -2, int(r[0]) + padding[0],
+                                            int(r[-1]) + padding[0] + 1, stride[0]),
+                       -1, int(c[0]) + padding[1], int(c[-1]) + padding[1] + 1, stride[1])
+            inside = ((r >= 0) & (r < h))[:, None] & ((c >= 0) & (c < w))[None, :]
+            if not inside.any():
+                continue
+            hit = b(aten.eq.Tensor, window, values)
+            if not inside.all():
+                hit = b(aten.logical_and.default, hit, b.const(gm, inside, "pool_inside"))
+            flat = b.const(gm, r[:, None] * w + c[None, :], "pool_index")
+            indices = flat if indices is None else b(aten.where.self, hit, flat, indices)
+    if indices is None:
+        return None
+    if indices.op == "get_attr":  # one offset inside the input: no where broadcast the table
+        indices = b(aten.expand.default, indices, list(v.shape[:-2]) + [oh, ow])
+    return tuple_outputs(n, [values, indices])
+
+
+@decomposition(aten.max_pool1d_with_indices.default)
+def max_pool1d_with_indices(gm, n, b):
+    """max_pool1d with its indices as :func:`max_pool2d_with_indices` over an [.., 1, L]
+    plane (a [1, k] window): a flat index into a one-row plane is the position along L."""
+    v = val(n.args[0])
+    if v is None or v.dim() not in (2, 3):
+        return None
+    kernel = int_list(n.args[1], 1)[0]
+    stride = (int_list(arg(n, 2, "stride", []), 1) or [kernel])[0]  # (an empty stride: the kernel)
+    padding, dilation = (int_list(arg(n, i, name, default), 1)[0]
+                         for i, name, default in ((3, "padding", 0), (4, "dilation", 1)))
+    pooled = b(aten.max_pool2d_with_indices.default, b(aten.unsqueeze.default, n.args[0], -2),
+               [1, kernel], [1, stride], [0, padding], [1, dilation], bool(arg(n, 5, "ceil_mode", False)))
+    values, indices = (b(aten.squeeze.dim, b(operator.getitem, pooled, i), -2) for i in (0, 1))
+    return tuple_outputs(n, [values, indices])
 
 
 # --------------------------------------------------------------------------- max_pool3d

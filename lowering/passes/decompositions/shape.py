@@ -1,5 +1,5 @@
 """Data movement: split / chunk / unbind into slices, a unit-step slice_scatter into slices + cat, copy,
-max_pool2d_with_indices when only the values are used, and roll."""
+and roll (max_pool2d_with_indices: :mod:`.bags_pools`)."""
 
 from __future__ import annotations
 
@@ -84,12 +84,6 @@ def copy(gm, n, b):
     if tuple(vs.shape) != tuple(vx.shape):
         out = b(aten.expand.default, out, list(vx.shape))
     return out
-
-
-@decomposition(aten.max_pool2d_with_indices.default)
-def max_pool2d_values(gm, n, b):
-    """max_pool2d_with_indices whose indices are unused is max_pool2d."""
-    return tuple_outputs(n, [b(aten.max_pool2d.default, *n.args), None])
 
 
 @decomposition(aten.expand_as.default)
