@@ -344,6 +344,14 @@ def avg_pool3d(gm, n, b):
 # --------------------------------------------------------------------------- max_pool2d indices
 
 
+def _float_pool_input(n, ranks: tuple[int, ...]):
+    """The value of pool ``n``'s input when it is a non-empty float tensor of one of ``ranks``
+    (with and without the batch dim), else None."""
+    v = val(n.args[0])
+    ok = v is not None and v.dim() in ranks and v.is_floating_point() and v.numel() > 0
+    return v if ok else None
+
+
 @decomposition(aten.max_pool2d_with_indices.default)
 def max_pool2d_with_indices(gm, n, b):
     """``F.max_pool2d(..., return_indices=True)``: the values are max_pool2d; the indices (a
@@ -362,9 +370,8 @@ def max_pool2d_with_indices(gm, n, b):
         >>> REWRITES[PASS][aten.max_pool2d_with_indices.default].fn.__name__
         'max_pool2d_with_indices'
     """
-    x = n.args[0]
-    v = val(x)
-    if v is None or v.dim() not in (3, 4) or not v.is_floating_point() or v.numel() == 0:
+    x, v = n.args[0], _float_pool_input(n, (3, 4))
+    if v is None:
         return None
     values = b(aten.max_pool2d.default, *n.args)
     if not any(u.users and u.args[1] == 1 for u in n.users if u.target is operator.getitem):
@@ -443,9 +450,8 @@ def max_pool3d(gm, n, b):
         >>> REWRITES[PASS][aten.max_pool3d.default].fn.__name__
         'max_pool3d'
     """
-    x = n.args[0]
-    v = val(x)
-    if v is None or v.dim() not in (4, 5) or not v.is_floating_point() or v.numel() == 0:
+    x, v = n.args[0], _float_pool_input(n, (4, 5))
+    if v is None:
         return None
     kernel = int_list(n.args[1], 3)
     stride = int_list(arg(n, 2, "stride", []) or kernel, 3)

@@ -38,27 +38,14 @@ from __future__ import annotations
 import torch
 import torch.fx as fx
 
-from ...graph_utils import get_constant, inverse, val
+from ...graph_utils import get_constant, val
 from ..limits import within_quadratic_bound
 from ._common import PASS, decomposition, number_const  # noqa: F401 - PASS for the doctests
+from .scatter_cum import _back, _last
 
 aten = torch.ops.aten
 
 _DTYPES = (torch.float32, torch.int32, torch.int64, torch.bool)
-
-
-def _last(b, t: fx.Node, d: int, rank: int) -> fx.Node:
-    """``t`` with dim ``d`` moved last (no permute when it is last already)."""
-    if d == rank - 1:
-        return t
-    return b(aten.permute.default, t, [i for i in range(rank) if i != d] + [d])
-
-
-def _back(b, t: fx.Node, d: int, rank: int) -> fx.Node:
-    """The inverse of :func:`_last`."""
-    if d == rank - 1:
-        return t
-    return b(aten.permute.default, t, list(inverse(tuple(i for i in range(rank) if i != d) + (d,))))
 
 
 def last_write_mask(index_last: torch.Tensor, positions: int) -> torch.Tensor:
