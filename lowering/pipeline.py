@@ -32,6 +32,7 @@ def build_pipeline(profile: str) -> list[GraphPass]:
          'ConvertInt64OutputOpsToInt32', 'InsertInt32CastsAfterInt64Placeholders', 'FoldQDQ',
          'QuantizeUnusedInputs', 'QuantizeConstantOutputs', 'AssignNHWCLayout']
     """
+    # a python-number output becomes a constant before the int64 passes see it (an int is int64)
     int64 = [ScalarOutputsToConstants(), ConvertInt64ConstOpsToInt32(), ConvertInt64OutputOpsToInt32(),
              InsertInt32CastsAfterInt64Placeholders()]
     if profile == "INT":

@@ -215,11 +215,6 @@ def _output_is_other_dtype(n: fx.Node) -> bool:
     return isinstance(v, torch.Tensor) and v.dtype != torch.float32
 
 
-#: ``GraphModule.meta`` key under which :meth:`TosaQuantizer.transform_for_annotation` records
-#: the activation dtype for the decompositions it runs
-ACTIVATION_DTYPE_META = "tv_activation_dtype"
-
-
 class TosaQuantizer(Quantizer):
     """PT2E quantizer producing graphs :func:`lowering.lower` turns into TOSA INT.
 
@@ -251,8 +246,6 @@ class TosaQuantizer(Quantizer):
         if known and any("tv_val" not in n.meta for n in model.graph.nodes
                          if n.op in ("placeholder", "call_function")):
             propagate_values(model, example)
-        # the activation dtype, for decompositions whose pieces lower for int8 only
-        model.meta[ACTIVATION_DTYPE_META] = self.config.activation_dtype
         for p in annotation_passes():
             p(model, ctx, recompile=False)
         model.recompile()

@@ -8,7 +8,6 @@ made the whole lowering fail ("non-tensor graph output", "unquantized float cons
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 import torch.fx as fx
 
@@ -84,9 +83,9 @@ class QuantizeConstantOutputs(GraphPass):
             if t is None or not t.is_floating_point() or "qout" in v.meta:
                 new.append(v)
                 continue
-            qp = range_qparams(t.float(), dtype)
-            stored = torch.from_numpy(np.asarray(qp.quantize(t.float().numpy()), dtype=(
-                np.int16 if dtype == torch.int16 else np.int8)))
+            real = t.float()
+            qp = range_qparams(real, dtype)
+            stored = torch.as_tensor(qp.quantize(real.numpy())).to(dtype)  # (clipped to dtype's range)
             node = add_constant(gm, stored, f"{v.name}_q", before=out)
             node.meta["qout"] = qp
             node.meta["val"] = t

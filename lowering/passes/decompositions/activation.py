@@ -43,8 +43,6 @@ def _masked_scores(gm, b, x, dim):
     quantizes the scores alone and zeroes the masked exponentials instead (the same result
     but for a fully masked row, which is 0 here, NaN in PyTorch's -inf form).
     """
-    from ..limits import BOUND
-
     v = val(x)
     if b.profile != "INT" or v is None or x.op != "call_function" or \
             dim % max(v.dim(), 1) != v.dim() - 1:
@@ -58,19 +56,33 @@ def _masked_scores(gm, b, x, dim):
                 if keep is not None:
                     return (scores if bias is None else b(aten.add.Tensor, scores, bias)), keep
         return None
-    if x.target != aten.where.self:
+    split = _negative_fill_split(gm, b, x)
+    if split is None or val(split[0]).shape != v.shape:
+        return None
+    return split
+
+
+def _negative_fill_split(gm, b, x):
+    """(rest, keep) when ``x`` is ``where(masked, NEG, rest)`` or ``where(keep, rest, NEG)``
+    with a constant filler at or below -BOUND (``masked_fill(mask, -inf)`` once
+    :class:`~lowering.passes.limits.BoundInfiniteScalars` bounded its -inf) and a bool
+    condition: ``keep`` says where ``x`` is ``rest``. Else None."""
+    from ..limits import BOUND
+
+    if x.op != "call_function" or x.target != aten.where.self:
         return None
     cond, then, other = x.args[:3]
-    for fill, scores, masked_when in ((then, other, True), (other, then, False)):
+    if val(cond) is None or val(cond).dtype != torch.bool:
+        return None
+    for fill, rest, masked_when in ((then, other, True), (other, then, False)):
         ft = get_constant(gm, fill)
-        if ft is not None and ft.numel() and bool((ft <= -BOUND).all()) and val(scores) is not None \
-                and val(scores).shape == v.shape and val(cond) is not None and val(cond).dtype == torch.bool:
+        if ft is not None and ft.numel() and bool((ft <= -BOUND).all()) and val(rest) is not None:
             ct = get_constant(gm, cond)
             if ct is not None:
                 keep = b.const(gm, ~ct if masked_when else ct, "softmax_keep")
             else:
                 keep = b(aten.logical_not.default, cond) if masked_when else cond
-            return scores, keep
+            return rest, keep
     return None
 
 
@@ -163,31 +175,26 @@ def _int_float_mask(gm, b, mask):
     """INT: (additive bias, bool keep mask) of a computed float ``attn_mask``. A part made as
     ``where(masked, NEG, rest)`` (``zeros.masked_fill(key_padding_mask, -inf)``, the -inf
     bounded to -BOUND), possibly reshaped and added to another part, becomes keep positions
-    (and ``rest`` the bias, unless it is zero) instead of a bias: quantized, a bias spanning -BOUND leaves about one int8 step per unit of
-    the scores (an int8 MHA with a key padding mask was 0.24 off float, 0.013 without).
+    (and ``rest`` the bias, unless it is zero) instead of a bias: quantized, a bias spanning
+    -BOUND leaves about one int8 step per unit of the scores (an int8 MHA with a key padding
+    mask was 0.24 off float, 0.013 without).
     Anything else is the additive bias, as given."""
-    from ..limits import BOUND
-
     chain = []
     node = mask
     while node.op == "call_function" and node.target in _MASK_SHAPE_OPS:
         chain.append(node)
         node = node.args[0]
     parts = None
-    if node.op == "call_function" and node.target == aten.where.self:
-        cond, then, other = node.args[:3]
-        for fill, rest, masked_when in ((then, other, True), (other, then, False)):
-            ft, rt = get_constant(gm, fill), get_constant(gm, rest)
-            if ft is not None and ft.numel() and bool((ft <= -BOUND).all()) and val(rest) is not None \
-                    and val(cond) is not None and val(cond).dtype == torch.bool:
-                # where the mask keeps, its value is ``rest``: the bias (HuggingFace's
-                # ``inverted.masked_fill(inverted.bool(), finfo.min)`` keeps its zeros)
-                keep = b(aten.logical_not.default, cond) if masked_when else cond
-                bias = None if rt is not None and not rt.any() else rest
-                parts = tuple(None if p is None else p if tuple(val(p).shape) == tuple(val(node).shape)
-                              else b(aten.expand.default, p, list(val(node).shape))
-                              for p in (bias, keep))
-                break
+    split = _negative_fill_split(gm, b, node)
+    if split is not None:
+        # where the mask keeps, its value is ``rest``: the bias (HuggingFace's
+        # ``inverted.masked_fill(inverted.bool(), finfo.min)`` keeps its zeros)
+        rest, keep = split
+        rt = get_constant(gm, rest)
+        bias = None if rt is not None and not rt.any() else rest
+        parts = tuple(None if p is None else p if tuple(val(p).shape) == tuple(val(node).shape)
+                      else b(aten.expand.default, p, list(val(node).shape))
+                      for p in (bias, keep))
     elif node.op == "call_function" and node.target == aten.add.Tensor and \
             all(isinstance(a, torch.fx.Node) for a in node.args[:2]) and len(node.args) == 2:
         (bias_a, keep_a), (bias_b, keep_b) = (_attention_mask(gm, b, a) for a in node.args[:2])
