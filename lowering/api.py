@@ -33,6 +33,7 @@ from .passes.base import PassContext
 from .passes.fold_batch_norm import FoldBatchNorm
 from .passes.functionalize import functionalize
 from .passes.grad_regions import inline_grad_regions
+from .passes.half import FP16_OPS
 from .passes.int64 import fits_int32
 from .pipeline import run_pipeline
 from .quantizer import QuantConfig, TosaQuantizer
@@ -41,18 +42,6 @@ from .threads import torch_threads
 
 SUPPORTED_DTYPES = set(TORCH_TO_TOSA)
 _aten = torch.ops.aten
-#: ops whose visitors are exact for FP16 tensors (TOSA FP profile): casts, data movement and
-#: the element-wise ops TOSA computes in the tensor's own type (tests/lowering/test_lowering_fp16.py)
-FP16_OPS = {
-    _aten._to_copy.default, _aten.to.dtype, _aten.view.default, _aten.reshape.default,
-    _aten.permute.default, _aten.transpose.int, _aten.clone.default, _aten.unsqueeze.default,
-    _aten.squeeze.dim, _aten.squeeze.dims, _aten.flatten.using_ints, _aten.cat.default,
-    _aten.slice.Tensor, _aten.select.int, _aten.expand.default,
-    _aten.add.Tensor, _aten.sub.Tensor, _aten.mul.Tensor, _aten.maximum.default,
-    _aten.minimum.default, _aten.abs.default, _aten.neg.default, _aten.relu.default,
-    _aten.clamp.default, _aten.where.self, _aten.gt.Tensor, _aten.ge.Tensor, _aten.lt.Tensor,
-    _aten.le.Tensor, _aten.eq.Tensor, _aten.ne.Tensor,
-}
 
 
 def _export_error(e: Exception) -> LoweringError:

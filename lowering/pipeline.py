@@ -19,6 +19,7 @@ from .passes import (
     ScalarsToTensors,
 )
 from .passes.base import GraphPass, PassContext
+from .passes.half import PromoteHalfCompute
 from .passes.limits import BoundInfiniteScalars
 from .passes.outputs import QuantizeConstantOutputs, ScalarOutputsToConstants
 
@@ -39,8 +40,9 @@ def build_pipeline(profile: str) -> list[GraphPass]:
         # decompositions already ran in TosaQuantizer.transform_for_annotation
         return [FunctionalizeInPlace(), RemoveNoOps(), *int64, FoldQDQ(), QuantizeUnusedInputs(),
                 QuantizeConstantOutputs(), AssignNHWCLayout()]
-    # FP folds input-independent parts here; INT did in annotation_passes
-    return [FunctionalizeInPlace(), RemoveNoOps(), FoldConstants(), FoldBatchNorm(), DecomposeForTosa(),
+    # FP folds input-independent parts here (INT did in annotation_passes), after float16 ops
+    # beyond FP16_OPS went float32 (so the casts of float16 weights fold too)
+    return [FunctionalizeInPlace(), RemoveNoOps(), PromoteHalfCompute(), FoldConstants(), FoldBatchNorm(), DecomposeForTosa(),
             ScalarsToTensors(), RemoveNoOps(), *int64, AssignNHWCLayout()]
 
 

@@ -42,9 +42,32 @@ def _scale_output_channels(w: torch.Tensor, scale: torch.Tensor, groups: int | N
     return (grouped * scale.reshape(groups, 1, og, *[1] * len(k))).reshape(w.shape)
 
 
+def _linear_on_channels(node: fx.Node) -> bool:
+    """A linear layer whose output features are the batch norm's channels: a 2-D input (with
+    more dimensions, the layer maps the last one and the batch norm normalises dimension 1)."""
+    x = node.args[0] if node.args else None
+    value = x.meta.get("tv_val", x.meta.get("val")) if isinstance(x, fx.Node) else None
+    return node.target == aten.linear.default and isinstance(value, torch.Tensor) and value.dim() == 2
+
+
+def _own_copy(gm: fx.GraphModule, producer: fx.Node, bn: fx.Node) -> fx.Node:
+    """``producer`` itself when ``bn`` is its only user, else a copy of it that feeds only
+    ``bn``: its other users read the output without the batch norm. (PT2E's prepare folds a
+    batch norm into the convolution or linear before it whatever else reads that, so leaving
+    such a pair unfolded would not keep it apart either.)"""
+    if len(producer.users) == 1:
+        return producer
+    with gm.graph.inserting_after(producer):
+        copy = gm.graph.call_function(producer.target, producer.args, dict(producer.kwargs))
+    copy.meta.update(producer.meta)
+    bn.replace_input_with(producer, copy)
+    return copy
+
+
 class FoldBatchNorm(GraphPass):
-    """``conv -> batch_norm`` (constant weights and statistics) becomes one conv, transposed
-    and grouped convolutions included.
+    """``conv -> batch_norm`` or ``linear -> batch_norm`` (constant weights and statistics)
+    becomes one conv or linear, transposed and grouped convolutions included. A conv or linear
+    that something else reads too is copied for the batch norm's branch.
 
     Example:
         >>> m = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 1), torch.nn.BatchNorm2d(2)).eval()
@@ -61,7 +84,7 @@ class FoldBatchNorm(GraphPass):
             if bn.op != "call_function" or bn.target not in _BNS:
                 continue
             conv = bn.args[0]
-            if not isinstance(conv, fx.Node) or conv.target not in _CONVS or len(conv.users) != 1:
+            if not isinstance(conv, fx.Node) or not (conv.target in _CONVS or _linear_on_channels(conv)):
                 continue
             groups = transposed_groups(conv)
             w = get_constant(gm, conv.args[1])
@@ -77,6 +100,7 @@ class FoldBatchNorm(GraphPass):
             else:
                 eps = bn.args[7]
                 users = None
+            conv = _own_copy(gm, conv, bn)
             C = w.shape[0] if groups is None else w.shape[1] * groups
             bw = bw if bw is not None else torch.ones(C)
             bb = bb if bb is not None else torch.zeros(C)
