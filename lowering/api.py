@@ -29,6 +29,7 @@ from .graph_utils import (
 )
 from .lowered import CpuNode, LoweredModel, Partition
 from .noise import quiet_export
+from .ops.activation import EXACT_INT16_LOOKUPS
 from .passes.base import PassContext
 from .passes.fold_batch_norm import FoldBatchNorm
 from .passes.functionalize import functionalize
@@ -299,6 +300,7 @@ def lower(model, example_inputs, *, profile: str = "INT", quantization: QuantCon
                     for batch in _calibration_batches(calibration, example_inputs):
                         prepared(*batch)
                 gm = convert_pt2e(prepared)
+            gm.meta[EXACT_INT16_LOOKUPS] = cfg.exact_int16_lookups and cfg.activation_dtype == torch.int16
         except LoweringError:
             raise
         except Exception as e:  # noqa: BLE001
@@ -539,7 +541,9 @@ def extract_subgraph(gm: fx.GraphModule, names) -> fx.GraphModule:
         if any(u.name not in group for u in node.users):
             outputs.append(env[node])
     graph.output(outputs)
-    return fx.GraphModule(gm, graph)
+    sub = fx.GraphModule(gm, graph)
+    sub.meta.update({k: v for k, v in gm.meta.items() if k.startswith("tv_")})  # (lowering options)
+    return sub
 
 
 def prepare_graph_module(gm: fx.GraphModule, profile: str, log: list | None = None) -> tuple:

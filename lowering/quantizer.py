@@ -56,6 +56,13 @@ class QuantConfig:
     over a histogram of the calibration values, so a few outliers do not cost every other
     value its resolution; ``"minmax"`` takes the observed extremes (nothing is ever
     clipped). QAT always uses moving-average min/max fake-quantize.
+
+    ``exact_int16_lookups`` (int16 only): a function whose 513-entry int16 TABLE would be more
+    than two output steps off the fake-quant model somewhere in its input range (1/x, rsqrt,
+    sqrt and log near 0, a kink or saturation inside one of the TABLE's 128-level segments:
+    tens to hundreds of steps) is looked up exactly instead, a GATHER from all 65,536 levels
+    (128 KiB of constants each). Off by default: Ethos-U85 runs GATHER, but Vela refuses a
+    graph holding one for Ethos-U55 and U65, where the TABLE is native.
     """
 
     activation_dtype: torch.dtype = torch.int8
@@ -63,6 +70,7 @@ class QuantConfig:
     symmetric_activations: bool = False
     qat: bool = False
     activation_observer: str = "histogram"
+    exact_int16_lookups: bool = False
 
     def __post_init__(self) -> None:
         if self.activation_observer not in ACTIVATION_OBSERVERS:
@@ -70,10 +78,11 @@ class QuantConfig:
                              f"not {self.activation_observer!r}")
 
     @staticmethod
-    def int16(per_channel: bool = True, qat: bool = False,
-              activation_observer: str = "histogram") -> QuantConfig:
-        """int16 activations (symmetric) with int8 weights."""
-        return QuantConfig(torch.int16, per_channel, True, qat, activation_observer)
+    def int16(per_channel: bool = True, qat: bool = False, activation_observer: str = "histogram",
+              exact_lookups: bool = False) -> QuantConfig:
+        """int16 activations (symmetric) with int8 weights (``exact_lookups``: see
+        ``exact_int16_lookups``)."""
+        return QuantConfig(torch.int16, per_channel, True, qat, activation_observer, exact_lookups)
 
     # -- specs ---------------------------------------------------------------
     def act_spec(self) -> QuantizationSpec:

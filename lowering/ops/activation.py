@@ -1,5 +1,7 @@
 """Activations: relu/relu6/hardtanh/clamp -> CLAMP; smooth functions -> TABLE in INT
-(256 int8 entries / 513 int16 entries) and native or composite FP ops."""
+(256 int8 entries / 513 int16 entries; with ``QuantConfig.exact_int16_lookups``, an exact
+GATHER from all 65536 levels where that int16 TABLE cannot follow fn within two steps) and
+native or composite FP ops."""
 
 from __future__ import annotations
 
@@ -136,6 +138,13 @@ def int16_table(fn, qi, qo) -> np.ndarray:
         >>> int16_table(torch.acos, qi, q)[[0, 512]].tolist()  # pi and 0, no NaN at -32768
         [804, 0]
     """
+    return _int16_table_fit(fn, qi, qo)[0]
+
+
+def _int16_table_fit(fn, qi, qo) -> tuple[np.ndarray, int]:
+    """(:func:`int16_table`, the lowered TABLE's largest error): the TABLE's output (TOSA's
+    interpolation, then the RESCALE by 1/128) against the fake-quant value (float64) at every
+    int16 level in the input's ``[qmin, qmax]`` where fn is a number, in output steps."""
     # A sample only steers the interpolation of the levels beside it. At a level the quantizer
     # never produces (outside [qmin, qmax]; the virtual 32768) it takes fn at the nearest
     # level in range, as before. Where fn is NaN (outside its domain: acos at -1 - 1/32767,
@@ -158,7 +167,16 @@ def int16_table(fn, qi, qo) -> np.ndarray:
     # fn's own values to share the interpolation's error between their segments (_minimax_knots)
     target = quantize_f64(torch.from_numpy(y[:-1]), qo.s, qo.zp, qmin, qmax, torch.int64).numpy()
     valid = in_range[:-1] & ~nan[:-1]
-    return _minimax_knots(tab, target, valid, _movable_knots(valid, want, pick), qmin, qmax).astype(np.int16)
+    tab = _minimax_knots(tab, target, valid, _movable_knots(valid, want, pick), qmin, qmax)
+    return tab.astype(np.int16), _worst_error(tab, target, valid)
+
+
+def _worst_error(tab: np.ndarray, target: np.ndarray, valid: np.ndarray) -> int:
+    """max |TABLE(level) - target[level]| over the ``valid`` levels (0: none is)."""
+    if not valid.any():
+        return 0
+    got = _segment(tab[:-1].astype(np.int64), tab[1:].astype(np.int64)).reshape(-1)
+    return int(np.abs(got - target)[valid].max())
 
 
 def _movable_knots(valid: np.ndarray, want: np.ndarray, pick: np.ndarray) -> np.ndarray:
@@ -288,7 +306,26 @@ def _fit_slopes(tab: np.ndarray, want: np.ndarray, anchor: np.ndarray) -> np.nda
     return tab
 
 
+#: With ``QuantConfig.exact_int16_lookups``, the largest error, in output steps, of an int16
+#: TABLE the lowering emits: a function whose TABLE would be further off the fake-quant model
+#: at any input level in range is looked up exactly instead (:func:`_int16_lookup`). Smooth functions over their usual ranges (sigmoid,
+#: tanh, gelu, silu, erf, softplus, elu...) keep their TABLE (1-2 steps: the rounding of the
+#: interpolation and of the RESCALE by 1/128 that follows it, each up to half a step, on top of
+#: the sampled entries' own rounding); steep ones (1/x, rsqrt, sqrt and log near 0: hundreds to
+#: thousands of steps) and kinks or saturation inside a 128-level segment are not. TABLE stays
+#: the default because it is native on every Ethos-U; GATHER compiles on Ethos-U85 only (Vela
+#: 5.2 refuses the whole graph on Ethos-U55/U65, TOSA having no CPU fallback there).
+INT16_TABLE_MAX_STEPS: float = 2
+#: ``GraphModule.meta`` key: whether ``QuantConfig.exact_int16_lookups`` asked for the exact
+#: lookup above :data:`INT16_TABLE_MAX_STEPS` (else every int16 function is a TABLE)
+EXACT_INT16_LOOKUPS = "tv_exact_int16_lookups"
+
+
 def table(em, node, fn, x_node, layout, out=None):
+    """One TABLE of ``fn`` for an int8 input (256 entries); for an int16 one the interpolating
+    513-entry TABLE, or, when the graph asks for exact lookups (:data:`EXACT_INT16_LOOKUPS`)
+    and that TABLE is more than :data:`INT16_TABLE_MAX_STEPS` off anywhere in range, the
+    exact 65536-entry lookup (:func:`_int16_lookup`)."""
     x = em.tensor(x_node, layout)
     qi, qo = em.qin(node, x_node), em.qout(node)
     if qi is None or qo is None:
@@ -298,7 +335,11 @@ def table(em, node, fn, x_node, layout, out=None):
         tab = em.const("table", int8_table(fn, qi, qo), "INT8", [256])
         em.writer.op("TABLE", [x, tab], out)
     elif qi.dtype == torch.int16:
-        tab = em.const("table", int16_table(fn, qi, qo), "INT16", [513])
+        entries, worst = _int16_table_fit(fn, qi, qo)
+        if worst > INT16_TABLE_MAX_STEPS and em.gm.meta.get(EXACT_INT16_LOOKUPS, False):
+            # steep (1/x, sqrt, log near 0) or kinked within a segment: exact instead
+            return _int16_lookup(em, fn, x, qi, qo, out, "lookup")
+        tab = em.const("table", entries, "INT16", [513])
         raw = em.new("table_i32", em.writer.shapes[x], "INT32")
         em.writer.op("TABLE", [x, tab], raw)
         # the entries already hold the output zero point (int16_table quantizes with it): the
@@ -379,18 +420,18 @@ def lookup(em, index: str, entries: np.ndarray, dtype: str, out: str, suffix: st
     return out
 
 
-def _int16_lookup(em, node, fn, x_node, layout, qi, qo) -> str:
-    """A step function (sign, floor, round, hardshrink...) of an int16 tensor: the int16
-    TABLE's interpolation between samples 128 levels apart would smear each jump over those
-    levels, so the result is looked up instead (:func:`lookup`) in a 65536-entry table of
+def _int16_lookup(em, fn, x: str, qi, qo, out: str, suffix: str = "step") -> str:
+    """``fn`` of the int16 tensor ``x`` looked up (:func:`lookup`) in a 65536-entry table of
     ``quantize(fn(dequantize(q)))`` for every input level, at ``q + 32768``: the fake-quant
-    model's value exactly."""
-    x = em.tensor(x_node, layout)
-    wide = to_int32(em, x, qi, "step_i32")  # (exact: an int16 zero point is 0)
-    index = fp_binary(em, "ADD", wide, em.const("step_offset", [32768], "INT32",
-                                                [1] * max(len(em.writer.shapes[wide]), 1)), "step_index")
+    model's value exactly. For a step function (sign, floor, round, hardshrink...), whose jumps
+    the int16 TABLE's interpolation between samples 128 levels apart would smear over those
+    levels, and for any function that TABLE cannot follow within :data:`INT16_TABLE_MAX_STEPS`."""
+    # the raw level, whatever the zero point (the entries are indexed by it)
+    wide = rescale(em, x, "INT32", 1.0, 0, 0, f"{suffix}_i32")
+    index = fp_binary(em, "ADD", wide, em.const(f"{suffix}_offset", [32768], "INT32",
+                                                [1] * max(len(em.writer.shapes[wide]), 1)), f"{suffix}_index")
     entries = _table_entries(fn, torch.arange(-32768, 32768, dtype=torch.int16), qi, qo)
-    return lookup(em, index, entries.to(torch.int16).numpy(), INT_OF[qo.dtype], em.out(node, layout), "step")
+    return lookup(em, index, entries.to(torch.int16).numpy(), INT_OF[qo.dtype], out, suffix)
 
 
 def _emit_unary(em, node, fp_builder):
@@ -399,7 +440,7 @@ def _emit_unary(em, node, fp_builder):
     if em.is_int and em.qout(node) is not None:
         qi, qo = em.qin(node, x_node), em.qout(node)
         if node.target in STEP_FUNCTIONS and qi is not None and qi.dtype == torch.int16:
-            out = _int16_lookup(em, node, _reference_fn(node), x_node, layout, qi, qo)
+            out = _int16_lookup(em, _reference_fn(node), em.tensor(x_node, layout), qi, qo, em.out(node, layout))
         elif node.target in STEP_FUNCTIONS and qi is not None and qi.dtype != torch.int8:
             raise LoweringError("a step function needs a TABLE entry per input value: "
                                 f"int8 or int16 inputs, not {qi.dtype}", node=node.name)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 import torch.fx as fx
 
+from ..errors import LoweringError
 from ..graph_utils import add_constant, get_constant
 from .base import GraphPass, PassContext
 from .fold_qdq import graph_activation_dtype, range_qparams
@@ -30,7 +31,8 @@ def _set_outputs(out: fx.Node, values: list) -> None:
 class ScalarOutputsToConstants(GraphPass):
     """A python number the graph returns becomes a 0-d constant tensor of its type (int64 for an
     int, float32 for a float, bool): the lowered model returns ``tensor(2)`` where the model
-    returned ``2``.
+    returned ``2``. A ``None`` it returns is left out: the lowered model's outputs are the
+    tensors among the model's, in order (``tree_leaves`` of its output without the Nones).
 
     Example:
         >>> gm = torch.export.export(torch.nn.Flatten(), (torch.ones(2, 3),)).module(check_guards=False)
@@ -42,10 +44,12 @@ class ScalarOutputsToConstants(GraphPass):
 
     def run(self, gm: fx.GraphModule, ctx: PassContext) -> None:
         out, values = _outputs(gm)
-        if all(isinstance(v, fx.Node) or v is None for v in values):
+        if all(isinstance(v, fx.Node) for v in values):
             return
         new = []
         for v in values:
+            if v is None:
+                continue
             if isinstance(v, (bool, int, float)):
                 dtype = torch.bool if isinstance(v, bool) else torch.int64 if isinstance(v, int) else torch.float32
                 node = add_constant(gm, torch.tensor(v, dtype=dtype), "output_number", before=out)
@@ -54,6 +58,8 @@ class ScalarOutputsToConstants(GraphPass):
                 new.append(node)
             else:
                 new.append(v)
+        if not new:
+            raise LoweringError("the model returns no tensor (only None)", node="output")
         _set_outputs(out, new)
 
 

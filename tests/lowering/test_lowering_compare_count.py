@@ -7,10 +7,10 @@ by ``lowering/passes/decompositions/compare_count.py``.
 
 FP is checked against PyTorch exactly (atol = rtol = 0): the outputs are integers or booleans
 (compared with torch.equal), and the one float output (isclose's mask picking between inputs in
-``where``) is a selection of input values. INT (count_nonzero, bucketize, searchsorted; isclose
-is FP only) is checked exactly (0 steps) against the fake-quant model: the integer results come
+``where``) is a selection of input values. INT (count_nonzero, bucketize, searchsorted, isclose)
+is checked exactly (0 steps) against the fake-quant model: the integer results come
 from comparing int8 values with the zero / boundaries quantized at the input's scale, which is
-what the fake-quant model compares.
+what the fake-quant model compares (isclose in INT: tests/lowering/test_lowering_tile_pool3d.py).
 """
 
 from __future__ import annotations
@@ -189,14 +189,16 @@ def test_int_bucket_indices_are_the_quantized_inputs_buckets():
     assert not bool((differ & ~near).any())
 
 
-def test_isclose_stays_on_the_cpu_in_int():
-    """isclose is not claimed in INT: it stays whole on the CPU, the rest lowers, and the
-    partial lowering computes PyTorch's mask on the fake-quant values."""
+def test_isclose_lowers_whole_in_int():
+    """isclose in INT: ``|x - y| <= atol + |rtol * y|`` on the quantized values, all of it
+    lowered, the boolean equal to the fake-quant model's."""
     model = Fn(lambda a, b: torch.isclose(a * 2.0, b, rtol=0.1)).eval()
     inputs = (_x(4, 5, seed=20), 2.0 * _x(4, 5, seed=20) + 0.05 * _x(4, 5, seed=21))
     lm = lowering.lower(model, inputs, profile="INT", calibration=[inputs])
-    assert [c.target for c in lm.cpu_nodes] == ["aten.isclose.default"]
-    assert lm.run(*inputs)[0].dtype == torch.bool
+    assert lm.cpu_nodes == []
+    got = lm.run(*inputs)[0]
+    assert got.dtype == torch.bool
+    assert torch.equal(got, lm.quantized_model(*inputs))
 
 
 def test_int_isclose_infinite_atol_is_a_tolerance_not_a_mask_value():

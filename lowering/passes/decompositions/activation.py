@@ -109,7 +109,7 @@ def prelu(gm, n, b):
     if shape is not None:
         wt = get_constant(gm, weight)
         weight = b.const(gm, wt.reshape(shape), "prelu_w") if wt is not None else \
-            b(aten.view.default, weight, shape)
+            b(aten.reshape.default, weight, shape)
     positive = b(aten.ge.Tensor, x, const_like(gm, b, 0.0, x, "zero"))
     return b(aten.where.self, positive, x, b(aten.mul.Tensor, x, weight))
 
@@ -216,16 +216,32 @@ def _replay(b, chain, x):
     return x
 
 
+def _query_groups(b, q, kv):
+    """``kv`` (``[..., Hkv, S, D]``) with each head repeated for the ``Hq / Hkv`` query heads of
+    its group, as ``enable_gqa`` does (``repeat_interleave`` on dim -3), by unsqueeze, expand
+    and reshape; ``kv`` itself when the head counts do not divide (then the shapes disagree)."""
+    q_heads, kv_shape = val(q).shape[-3], list(val(kv).shape)
+    if val(kv).dim() < 3 or kv_shape[-3] == q_heads or q_heads % kv_shape[-3]:
+        return kv
+    group = q_heads // kv_shape[-3]
+    grouped = b(aten.unsqueeze.default, kv, -3)
+    grouped = b(aten.expand.default, grouped, [*kv_shape[:-2], group, *kv_shape[-2:]])
+    return b(aten.reshape.default, grouped, [*kv_shape[:-3], q_heads, *kv_shape[-2:]])
+
+
 @decomposition(aten.scaled_dot_product_attention.default)
 def scaled_dot_product_attention(gm, n, b):
     """``softmax(q @ k^T * scale + mask) @ v``: a bool mask (and ``is_causal``'s lower
     triangle) zeroes the masked exponentials of the softmax (:func:`_attention_mask`), a
-    float mask is added to the scores. Dropout and grouped-query attention stay on the CPU."""
+    float mask is added to the scores; grouped-query attention (``enable_gqa``) repeats each
+    key and value head for its group of query heads. Dropout stays on the CPU."""
     q, k, v = n.args[:3]
     if arg(n, 4, "dropout_p", 0.0) or any(x is None for x in (val(q), val(k), val(v))):
         return None
+    if n.kwargs.get("enable_gqa", False):
+        k, v = _query_groups(b, q, k), _query_groups(b, q, v)
     if val(q).dim() != val(k).dim() or val(q).shape[:-2] != val(k).shape[:-2]:
-        return None  # grouped-query attention (enable_gqa) repeats k and v
+        return None
     length, source, depth = val(q).shape[-2], val(k).shape[-2], val(q).shape[-1]
     scale = n.kwargs.get("scale")
     scale = 1.0 / math.sqrt(depth) if scale is None else scale

@@ -2,6 +2,7 @@
 lower: ``embedding_bag`` (sum / mean / max; offsets constant or an input; ``padding_idx``,
 ``per_sample_weights``, ``include_last_offset``) as an embedding GATHER and a reduction,
 adaptive_max_pool2d with uneven windows as index_select (GATHER) + one max_pool2d,
+adaptive_max_pool3d (even or uneven windows) as index_selects + one max_pool3d,
 max_pool2d's indices (``return_indices=True``) from its window offsets, and
 avg_pool3d (``nn.LocalResponseNorm``'s sum over a channel window) as avg_pool2d over
 reshaped tensors.
@@ -286,6 +287,40 @@ def uneven_adaptive_max_pool2d(gm, n, b):
     if batchless:
         y = b(aten.squeeze.dims, y, [0])
     return tuple_outputs(n, [y, None])
+
+
+@decomposition(aten.adaptive_max_pool3d.default)
+def adaptive_max_pool3d(gm, n, b):
+    """adaptive_max_pool3d's values of [N, C, D, H, W] (or [C, D, H, W]), any output size: when
+    an output size divides its input size the windows along that axis are uniform (kernel =
+    stride = in / out); along each other axis one index_select (GATHER) lays the uneven
+    windows side by side, each padded to the longest by repeating one of its rows (as
+    :func:`uneven_adaptive_max_pool2d`); one max_pool3d (:func:`max_pool3d`: two max_pool2d)
+    with kernel = stride = the window sizes then takes every window's max. Exact in INT as in
+    FP (gathers and maxima move values unchanged). The indices stay on the CPU.
+
+    Example:
+        >>> from lowering.passes.rewrites import REWRITES
+        >>> from ._common import PASS
+        >>> REWRITES[PASS][aten.adaptive_max_pool3d.default].fn.__name__
+        'adaptive_max_pool3d'
+    """
+    x, v = n.args[0], _float_pool_input(n, (4, 5))
+    if v is None:
+        return None
+    sizes = list(v.shape[-3:])
+    outs = (int_list(n.args[1], 3) + [None] * 3)[:3]
+    kernel = []
+    for axis, (size, out) in enumerate(zip(sizes, outs, strict=True)):
+        out = out or size  # None keeps the input's size
+        if size % out == 0:
+            kernel.append(size // out)
+            continue
+        picks, k = _adaptive_picks(size, out)
+        x = b(aten.index_select.default, x, v.dim() - 3 + axis,
+              b.const(gm, torch.tensor(picks, dtype=torch.int64), "adaptive_rows"))
+        kernel.append(k)
+    return tuple_outputs(n, [b(aten.max_pool3d.default, x, kernel, kernel), None])
 
 
 def _pooled_size(size: int, k: int, s: int, p: int, ceil: bool) -> int:

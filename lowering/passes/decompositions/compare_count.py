@@ -10,10 +10,15 @@ the profile it is registered for, or it returns None and the op stays whole on t
 Profiles: count_nonzero and bucketize / searchsorted lower in FP and INT. In INT their input
 is compared at its own quantization (the comparison's other operand, the zero or the
 boundaries, shares it: :data:`lowering.quantizer.COMPARE`), which is what the fake-quant model
-compares too, so the integer results equal the fake-quant model's. isclose lowers in FP only:
-its tolerances (1e-5 relative, 1e-8 absolute by default) are far below an int8 step, and its
-difference and tolerance would each be requantized before the comparison, so a flip of the
-boolean at one step is no error bound worth claiming; in INT it stays on the CPU.
+compares too, so the integer results equal the fake-quant model's. isclose lowers in FP
+exactly (PyTorch's formula and operation order) and in INT as ``|x - y| <= atol + |rtol * y|``
+on the quantized values (which are finite: no infinity or NaN terms). In INT the difference
+and the tolerance are each quantized before the comparison (the comparison shares one
+quantization between them), exactly as in the fake-quant model of the rewritten graph, which
+the TOSA result equals; against PyTorch's isclose of the dequantized inputs the boolean can
+differ only where ``|x - y|`` lies within a few quantization steps of the tolerance (its
+default, 1e-8 + 1e-5 relative, is far below an int8 step: only large tolerances mean much in
+INT). Infinite or NaN tolerances stay on the CPU in INT.
 """
 
 from __future__ import annotations
@@ -73,7 +78,7 @@ def count_nonzero(gm, n, b):
 # --------------------------------------------------------------------------- isclose
 
 
-@decomposition(aten.isclose.default, profiles={"FP"})
+@decomposition(aten.isclose.default)
 def isclose(gm, n, b):
     """``isclose(a, b, rtol, atol, equal_nan)`` of float32 tensors, PyTorch's formula in its own
     operation order (ATen's TensorCompare ``isclose``), so every float operation rounds as
@@ -81,12 +86,12 @@ def isclose(gm, n, b):
     ``(a == b) | (equal_nan & isnan(a) & isnan(b)) |
     (isfinite(|a - b|) & (|a - b| <= atol + |rtol * b|))`` (the last term only when a tolerance
     is non-zero). ``isnan(t)`` is ``t != t``; ``isfinite(e)`` of the non-negative error is
-    ``e < inf`` (False for NaN and inf).
+    ``e < inf`` (False for NaN and inf). INT: :func:`_int_isclose`.
 
     Example:
         >>> from lowering.passes.rewrites import REWRITES
         >>> sorted(REWRITES[PASS][aten.isclose.default].profiles)
-        ['FP']
+        ['FP', 'INT']
     """
     x, y = n.args[0], n.args[1]
     rtol, atol = float(arg(n, 2, "rtol", 1e-5)), float(arg(n, 3, "atol", 1e-8))
@@ -95,6 +100,8 @@ def isclose(gm, n, b):
     if not isinstance(y, fx.Node) or vx is None or vy is None or vx.dtype != torch.float32 or \
             vy.dtype != torch.float32 or math.isnan(rtol) or math.isnan(atol):
         return None
+    if b.profile == "INT":
+        return _int_isclose(gm, b, x, y, rtol, atol, x if vx.dim() >= vy.dim() else y)
     close = b(aten.eq.Tensor, x, y)
     if equal_nan:
         both_nan = b(aten.logical_and.default, b(aten.ne.Tensor, x, x), b(aten.ne.Tensor, y, y))
@@ -110,6 +117,29 @@ def isclose(gm, n, b):
     finite = b(aten.lt.Tensor, actual, number_const(gm, b, math.inf, torch.float32, ref, "inf"))
     within = b(aten.logical_and.default, finite, b(aten.le.Tensor, actual, allowed))
     return b(aten.logical_or.default, close, within)
+
+
+def _int_isclose(gm, b, x, y, rtol: float, atol: float, ref):
+    """isclose of the quantized (finite) ``x`` and ``y``: ``|x - y| <= atol + |rtol * y|``
+    (``x == y`` alone when both tolerances are zero). Without NaN or infinities the other
+    terms of PyTorch's formula add nothing: ``x == y`` gives ``|x - y| = 0``, which the
+    non-negative tolerance always allows (``equal_nan`` has no NaN to match). Each
+    intermediate is quantized on its own and the comparison shares one quantization between
+    difference and tolerance, as in the fake-quant model. None (the op stays on the CPU) for an
+    infinite tolerance, which no quantized tolerance can hold."""
+    if math.isinf(rtol) or math.isinf(atol):
+        return None
+    if rtol == 0 and atol == 0:
+        return b(aten.eq.Tensor, x, y)
+    actual = b(aten.abs.default, b(aten.sub.Tensor, x, y))
+    allowed = None
+    if rtol != 0:
+        allowed = b(aten.abs.default,
+                    b(aten.mul.Tensor, y, number_const(gm, b, rtol, torch.float32, ref, "rtol")))
+    if atol != 0:
+        atol_node = number_const(gm, b, atol, torch.float32, ref, "atol")
+        allowed = atol_node if allowed is None else b(aten.add.Tensor, allowed, atol_node)
+    return b(aten.le.Tensor, actual, allowed)
 
 
 # --------------------------------------------------------------------------- isnan / isinf

@@ -49,5 +49,5 @@ def _fill_with_tensor(gm, n, b):
     if vv.dtype != vx.dtype:
         out = b(aten._to_copy.default, out, dtype=vx.dtype)
     if vv.dim() != vx.dim():
-        out = b(aten.view.default, out, [1] * vx.dim())
+        out = b(aten.reshape.default, out, [1] * vx.dim())
     return b(aten.expand.default, out, list(vx.shape))

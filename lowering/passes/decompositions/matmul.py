@@ -41,7 +41,7 @@ def _vector_matmul(gm, n, b):
     shape = list(torch.matmul(vx, vw).shape)
     if not shape:  # dot: the 0-d result of the [1, 1] product is its sum (one exact add)
         return b(aten.sum.dim_IntList, out, [0, 1], False)
-    return b(aten.view.default, out, shape)
+    return b(aten.reshape.default, out, shape)
 
 
 @decomposition(aten.mv.default, aten.dot.default)
@@ -133,4 +133,4 @@ def outer(gm, n, b):
     x, y = n.args[0], n.args[1]
     if val(x) is None or val(y) is None or val(x).dim() != 1 or val(y).dim() != 1:
         return None
-    return b(aten.mul.Tensor, b(aten.view.default, x, [-1, 1]), b(aten.view.default, y, [1, -1]))
+    return b(aten.mul.Tensor, b(aten.reshape.default, x, [-1, 1]), b(aten.reshape.default, y, [1, -1]))

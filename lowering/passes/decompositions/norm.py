@@ -35,7 +35,7 @@ def _per_channel(gm, b, p, shape, hint):
     if p is None:
         return None
     t = get_constant(gm, p)
-    return b.const(gm, t.reshape(shape), hint) if t is not None else b(aten.view.default, p, shape)
+    return b.const(gm, t.reshape(shape), hint) if t is not None else b(aten.reshape.default, p, shape)
 
 
 @decomposition(aten.layer_norm.default, aten.native_layer_norm.default)
@@ -64,15 +64,15 @@ def group_norm(gm, n, b):
         eps = arg(n, 4, "eps", 1e-5)
     shape = list(val(x).shape)
     batch, channels = shape[0], shape[1]
-    grouped = b(aten.view.default, x, [batch, groups, -1])
+    grouped = b(aten.reshape.default, x, [batch, groups, -1])
     y, mean, rstd = _standardize(gm, b, grouped, [2], eps)
-    y = b(aten.view.default, y, shape)
+    y = b(aten.reshape.default, y, shape)
     channel_shape = [channels] + [1] * (len(shape) - 2)
     y = _affine(b, y, _per_channel(gm, b, weight, channel_shape, "gn_w"),
                 _per_channel(gm, b, bias, channel_shape, "gn_b"))
     if native:
-        return tuple_outputs(n, [y, b(aten.view.default, mean, [batch, groups]),
-                                 b(aten.view.default, rstd, [batch, groups])])
+        return tuple_outputs(n, [y, b(aten.reshape.default, mean, [batch, groups]),
+                                 b(aten.reshape.default, rstd, [batch, groups])])
     return y
 
 
@@ -127,9 +127,9 @@ def instance_norm(gm, n, b):
         return _constant_statistics(gm, b, x, weight, bias, mean, var, eps)
     # standardized over one flattened spatial axis: a mean over H,W of a 4-D tensor would be
     # a global average pool, whose shared scale puts sum/N on rounding ties in INT
-    flat = b(aten.view.default, x, [v.shape[0], v.shape[1], -1])
+    flat = b(aten.reshape.default, x, [v.shape[0], v.shape[1], -1])
     y, _, _ = _standardize(gm, b, flat, [2], eps)
-    y = b(aten.view.default, y, list(v.shape))
+    y = b(aten.reshape.default, y, list(v.shape))
     channel_shape = [v.shape[1]] + [1] * (v.dim() - 2)
     return _affine(b, y, _per_channel(gm, b, weight, channel_shape, "in_w"),
                    _per_channel(gm, b, bias, channel_shape, "in_b"))

@@ -1,4 +1,4 @@
-"""Recurrent layers (``nn.GRU``, ``nn.LSTM``, ``nn.RNN``): ``torch.export`` keeps
+"""Recurrent layers (``nn.GRU``, ``nn.LSTM``, ``nn.RNN``) and their cells: ``torch.export`` keeps
 ``aten.gru.input`` / ``aten.lstm.input`` / ``aten.rnn_*.input`` whole; PyTorch's own
 CompositeImplicitAutograd decomposition unrolls them over the sequence into the cell's
 ``addmm``, ``sigmoid``, ``tanh``, ``mul`` and ``add`` per time step and layer, which we lower
@@ -17,6 +17,9 @@ aten = torch.ops.aten
 
 #: the recurrent layers on a padded (not packed) sequence
 RECURRENT_OPS = (aten.gru.input, aten.lstm.input, aten.rnn_tanh.input, aten.rnn_relu.input)
+#: one time step of a recurrent layer (``nn.LSTMCell``, ``nn.GRUCell``, ``nn.RNNCell``)
+CELL_OPS = (aten.lstm_cell.default, aten.gru_cell.default, aten.rnn_tanh_cell.default,
+            aten.rnn_relu_cell.default)
 
 
 @decomposition(*RECURRENT_OPS)
@@ -27,6 +30,14 @@ def recurrent(gm, n, b):
     train, dropout = arg(n, 6, "train"), arg(n, 5, "dropout")
     if train and dropout:
         return None
+    with _onednn_off():
+        return splice_decomposition(gm, n, b, n.target.decompose)
+
+
+@decomposition(*CELL_OPS)
+def recurrent_cell(gm, n, b):
+    """One step of a recurrent cell, through PyTorch's decomposition of it (linear layers,
+    gates of sigmoid and tanh)."""
     with _onednn_off():
         return splice_decomposition(gm, n, b, n.target.decompose)
 

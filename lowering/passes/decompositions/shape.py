@@ -1,5 +1,5 @@
 """Data movement: split / chunk / unbind into slices, a unit-step slice_scatter into slices + cat, copy,
-and roll (max_pool2d_with_indices: :mod:`.bags_pools`)."""
+tile as repeat, and roll (max_pool2d_with_indices: :mod:`.bags_pools`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ aten = torch.ops.aten
 
 
 def _split_sizes(n, size):
-    if n.target == aten.split.Tensor:
+    if n.target in (aten.split.Tensor, aten.unsafe_split.Tensor):
         step = n.args[1]
     elif n.target == aten.chunk.default:
         step = math.ceil(size / n.args[1])
@@ -28,9 +28,10 @@ def _split_sizes(n, size):
 
 
 @decomposition(aten.split.Tensor, aten.split_with_sizes.default, aten.chunk.default,
-               aten.unbind.int)
+               aten.unbind.int, aten.unsafe_split.Tensor, aten.unsafe_split_with_sizes.default)
 def split(gm, n, b):
-    """Each used piece becomes a slice (unbind: a slice with the dim squeezed away)."""
+    """Each used piece becomes a slice (unbind: a slice with the dim squeezed away; the
+    "unsafe" splits of the recurrent cells' decompositions differ only for autograd)."""
     x = n.args[0]
     rank = val(x).dim()
     dim_index = 1 if n.target == aten.unbind.int else 2
@@ -95,6 +96,29 @@ def expand_as(gm, n, b):
     return b(aten.expand.default, n.args[0], list(other.shape))
 
 
+@decomposition(aten.tile.default)
+def tile(gm, n, b):
+    """``x.tile(reps)`` -> ``x.repeat(reps)`` with ``reps`` padded by leading ones to ``x``'s
+    rank (PyTorch's own decomposition): fewer reps than dims repeat the trailing dims, more
+    reps than dims add leading dims, which repeat does itself (one TILE, the input's
+    quantization shared in INT).
+
+    Example:
+        >>> from lowering.passes.rewrites import REWRITES
+        >>> from ._common import PASS
+        >>> REWRITES[PASS][aten.tile.default].fn.__name__
+        'tile'
+    """
+    v = val(n.args[0])
+    if v is None:
+        return None
+    reps = [int(r) for r in n.args[1]]
+    reps = [1] * (v.dim() - len(reps)) + reps
+    if not reps:  # a 0-d tensor tiled by (): nothing to repeat
+        return None
+    return b(aten.repeat.default, n.args[0], reps)
+
+
 @decomposition(aten.roll.default)
 def roll(gm, n, b):
     """``torch.roll``: per rolled dim, its last ``shift`` elements then the others,
@@ -134,7 +158,7 @@ def meshgrid(gm, n, b):
     for t, v, axis in zip(tensors, vals, axes, strict=True):
         shape = [1] * len(sizes)
         shape[axis] = v.numel()
-        grids.append(b(aten.expand.default, b(aten.view.default, t, shape), sizes))
+        grids.append(b(aten.expand.default, b(aten.reshape.default, t, shape), sizes))
     return tuple_outputs(n, grids)
 
 

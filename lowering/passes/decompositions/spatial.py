@@ -1,5 +1,6 @@
 """Spatial ops without a TOSA operator of their own, rewritten into ones that have one:
-1-D and batchless pools as 2-D pools, pixel_shuffle / pixel_unshuffle and channel_shuffle as
+1-D and batchless pools as 2-D pools, adaptive_avg_pool3d as avg_pool3d or 2-D pools,
+pixel_shuffle / pixel_unshuffle and channel_shuffle as
 view + permute + reshape, reflect / replicate / circular padding as slices (+ flips / expands) and a cat,
 nearest upsampling whose PyTorch index map a RESIZE cannot reproduce as index_select
 (GATHER), bilinear upsampling by scale factors as a RESIZE of a padded input, and grid_sample
@@ -93,23 +94,54 @@ def adaptive_avg_pool1d(gm, n, b):
 
 @decomposition(aten.adaptive_avg_pool3d.default, aten._adaptive_avg_pool3d.default)
 def adaptive_avg_pool3d(gm, n, b):
-    """adaptive_avg_pool3d of [N, C, D, H, W] to [D_out, h, w] when D_out is 1 (a video net's
-    global pool: the mean over D, then the 2-D pool of [N, C, H, W]) or D (the 2-D pool of
-    [N, C * D, H, W]); other depths stay on the CPU."""
+    """adaptive_avg_pool3d of [N, C, D, H, W] (or [C, D, H, W]) to [D_out, h, w]:
+
+    - D_out = 1 (a video net's global pool): the mean over D, then the 2-D pool of [N, C, H, W];
+    - every output size divides its input size (the windows are uniform): avg_pool3d with
+      kernel = stride = in / out (:func:`.bags_pools.avg_pool3d`: two avg_pool2d);
+    - otherwise (uneven windows along some axis) the box mean is the mean over D of the means
+      over H, W, each axis's windows depending on that axis alone: adaptive_avg_pool2d of
+      [N, C * D, H, W] to [h, w] (uneven windows: its emitter's per-window pools), then, when
+      D_out is not D, the D axis moved last, [N, C * h * w, 1, D] pooled by adaptive_avg_pool2d
+      to [1, D_out] (one pool per output depth) and moved back.
+
+    In INT each pool shares its input's quantization; the two-step forms round once per
+    step, as the fake-quant model of the rewritten graph does.
+
+    Example:
+        >>> from lowering.passes.rewrites import REWRITES
+        >>> from ._common import PASS
+        >>> REWRITES[PASS][aten.adaptive_avg_pool3d.default].fn.__name__
+        'adaptive_avg_pool3d'
+    """
     v = val(n.args[0])
-    if v is None or v.dim() != 5:
+    if v is None or v.dim() not in (4, 5) or not v.is_floating_point() or v.numel() == 0:
         return None
-    nb, c, d, h, w = v.shape
-    d_out, h_out, w_out = (int_list(n.args[1], 3) + [None] * 3)[:3]
-    h_out, w_out = h_out or h, w_out or w  # None keeps the input's size
+    x = n.args[0]
+    batchless = v.dim() == 4
+    if batchless:
+        x = b(aten.unsqueeze.default, x, 0)
+    nb, c, d, h, w = (1, *v.shape) if batchless else v.shape
+    outs = (int_list(n.args[1], 3) + [None] * 3)[:3]
+    d_out, h_out, w_out = (o or size for o, size in zip(outs, (d, h, w), strict=True))  # None keeps the size
     if d_out == 1:
-        x = b(aten.view.default, b(aten.mean.dim, n.args[0], [2], True), [nb, c, h, w])
-    elif d_out in (d, None):
-        x = b(aten.view.default, n.args[0], [nb, c * d, h, w])
+        x = b(aten.reshape.default, b(aten.mean.dim, x, [2], True), [nb, c, h, w])
+        y = b(aten.adaptive_avg_pool2d.default, x, [h_out, w_out])
+    elif d_out != d and not (d % d_out or h % h_out or w % w_out):
+        k = [d // d_out, h // h_out, w // w_out]
+        y = b(aten.avg_pool3d.default, x, k, k)
     else:
-        return None
-    y = b(aten.adaptive_avg_pool2d.default, x, [h_out, w_out])
-    return b(aten.view.default, y, [nb, c, d_out or d, h_out, w_out])
+        y = b(aten.reshape.default, x, [nb, c * d, h, w])
+        if (h_out, w_out) != (h, w):
+            y = b(aten.adaptive_avg_pool2d.default, y, [h_out, w_out])
+        if d_out != d:
+            hw = h_out * w_out
+            y = b(aten.permute.default, b(aten.reshape.default, y, [nb, c, d, hw]), [0, 1, 3, 2])
+            y = b(aten.adaptive_avg_pool2d.default, b(aten.reshape.default, y, [nb, c * hw, 1, d]),
+                  [1, d_out])
+            y = b(aten.permute.default, b(aten.reshape.default, y, [nb, c, hw, d_out]), [0, 1, 3, 2])
+    y = b(aten.reshape.default, y, [nb, c, d_out, h_out, w_out])
+    return b(aten.squeeze.dims, y, [0]) if batchless else y
 
 
 @decomposition(aten.adaptive_max_pool2d.default)
@@ -140,7 +172,7 @@ def batchless_pool2d(gm, n, b):
 
 def _shuffle(b, x, shape, view_in, perm, out_shape):
     """view ``x`` as ``view_in``, permute by ``perm``, view as ``out_shape``."""
-    y = b(aten.view.default, x, view_in)
+    y = b(aten.reshape.default, x, view_in)
     y = b(aten.permute.default, y, perm)
     return b(aten.reshape.default, y, out_shape)
 
