@@ -106,6 +106,31 @@ def test_lower_quantization_options_reach_the_graph(tmp_path):
     assert minmax_top + minmax_step / 2 >= float(seen.max()) > histogram_top
 
 
+def test_lower_exact_int16_lookups_option(tmp_path, capsys):
+    """--exact-int16-lookups: rsqrt near 0, hundreds of steps off as an int16 TABLE, becomes an
+    exact GATHER; without the flag a TABLE; with int8 activations a usage error (exit 2)."""
+    from tosa_verify.profiles import op_histogram
+
+    model_file = tmp_path / "steep.py"
+    model_file.write_text(
+        "import torch\n"
+        "class Steep(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return torch.rsqrt(x.abs() + 0.1)\n"
+        "def build():\n"
+        "    return Steep(), (torch.randn(1, 64),)\n")
+    ops = {}
+    for flag in ([], ["--exact-int16-lookups"]):
+        out = tmp_path / ("exact" if flag else "table")
+        assert main(["lower", f"{model_file}:build", "--activations", "int16", *flag, "-o", str(out)]) == 0
+        ops[bool(flag)] = op_histogram(tosa_verify.load(out / "model.tosa"))
+    assert "TABLE" in ops[False] and "GATHER" not in ops[False]
+    assert "GATHER" in ops[True] and "TABLE" not in ops[True]
+    capsys.readouterr()
+    assert main(["lower", f"{model_file}:build", "--exact-int16-lookups", "-o", str(tmp_path / "x")]) == 2
+    assert "--exact-int16-lookups needs --activations int16" in capsys.readouterr().err
+
+
 def test_golden_verb_gates_on_regressions(tmp_path, capsys):
     from golden import Golden, GoldenStore, tensor_stats
 

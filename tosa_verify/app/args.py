@@ -90,6 +90,10 @@ def add_quantization_arguments(parser: argparse.ArgumentParser) -> None:
                              "range, default) or minmax (observed extremes, never clips)")
     parser.add_argument("--per-tensor-weights", action="store_true",
                         help="INT profile: one weight scale per tensor instead of per output channel")
+    parser.add_argument("--exact-int16-lookups", action="store_true",
+                        help="int16 activations: a function whose 513-entry TABLE would be more than "
+                             "2 steps off somewhere in range (1/x, rsqrt, log near 0...) becomes an "
+                             "exact 65536-entry GATHER; Ethos-U85 only (Vela refuses GATHER for U55/U65)")
 
 
 def add_threads_argument(parser: argparse.ArgumentParser) -> None:

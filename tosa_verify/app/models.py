@@ -83,7 +83,10 @@ def quant_config_from_args(args: argparse.Namespace):
         return None
     per_channel = not args.per_tensor_weights
     if args.activations == "int16":
-        return lowering.QuantConfig.int16(per_channel=per_channel, activation_observer=args.observer)
+        return lowering.QuantConfig.int16(per_channel=per_channel, activation_observer=args.observer,
+                                          exact_lookups=getattr(args, "exact_int16_lookups", False))
+    if getattr(args, "exact_int16_lookups", False):
+        raise CheckError("--exact-int16-lookups needs --activations int16")
     return lowering.QuantConfig(per_channel=per_channel, activation_observer=args.observer)
 
 
