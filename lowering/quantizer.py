@@ -269,6 +269,7 @@ class TosaQuantizer(Quantizer):
     def annotate(self, model: fx.GraphModule) -> fx.GraphModule:
         cfg = self.config
         act = cfg.act_spec()
+        table_act = _table_output_spec(cfg, act)
         for n in model.graph.nodes:
             if n.op != "call_function" or "quantization_annotation" in n.meta:
                 continue
@@ -341,7 +342,7 @@ class TosaQuantizer(Quantizer):
                 if not _is_float(x):
                     continue
                 ins[x] = act
-                out = act
+                out = table_act if t in TABLE else act
             elif t in INPUT_ONLY:
                 if not _is_float(x):
                     continue
@@ -371,6 +372,26 @@ class TosaQuantizer(Quantizer):
                 input_qspec_map=ins, output_qspec=out, _annotated=True
             )
         return model
+
+
+def _table_output_spec(cfg: QuantConfig, act: QuantizationSpec) -> QuantizationSpec:
+    """The output spec of an op lowered as a TABLE: ``act``, but for int16 activations (post
+    training) a min/max observer whatever ``cfg.activation_observer`` says.
+
+    An int16 TABLE interpolates between samples 128 input levels apart; an output range that
+    clips fn's values (the histogram observer trims the top of exp, silu, softmax's 1/sum
+    when one score dominates) puts a saturation kink inside a segment, which the
+    interpolation cannot follow: 20-50 int16 steps off the fake-quant model, 7-10 dB of
+    SQNR. The output's range is fn's over the input's (already chosen) range, so min/max
+    only takes what the input's quantization lets through; int8 TABLEs hold every level
+    exactly and keep ``act``.
+
+    >>> _table_output_spec(QuantConfig.int16(), QuantConfig.int16().act_spec()).observer_or_fake_quant_ctr.p.func
+    <class 'torchao.quantization.pt2e.observer.MinMaxObserver'>
+    """
+    if cfg.activation_dtype != torch.int16 or cfg.qat or cfg.activation_observer == "minmax":
+        return act
+    return replace(cfg, activation_observer="minmax").act_spec()
 
 
 def is_constant_input(gm, node) -> bool:  # pragma: no cover - small helper
