@@ -79,6 +79,15 @@ def test_lower_writes_a_graph_the_reference_model_runs(tmp_path, capsys):
     assert main(["lower", str(tmp_path / "missing.py") + ":build", "-o", str(out)]) == 2
 
 
+def test_lower_refuses_a_factory_returning_a_function_not_a_module(tmp_path, capsys):
+    model_file = tmp_path / "lam.py"
+    model_file.write_text("import torch\n\ndef build():\n    return (lambda x: x, (torch.zeros(1, 2),))\n")
+    assert main(["lower", f"{model_file}:build", "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "must return (module, example_inputs[, calibration]) with a torch.nn.Module, got function" in err, err
+    assert "AttributeError" not in err and err.count("\n") == 1
+
+
 def test_lower_quantization_options_reach_the_graph(tmp_path):
     """--activations int16 gives int16 graph I/O; --observer minmax never clips the calibration."""
     import json

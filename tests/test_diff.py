@@ -436,3 +436,39 @@ def test_integer_differences_downstream_are_mismatches_but_not_the_divergence():
         assert t.status == "mismatch" and not t.inherited and not t.inputs_identical
         # ... but re-run on our inputs they are exact, so they are not divergences
         assert t.local is not None and t.local.status == "exact" and not op.diverges
+
+
+def _reduce_product_of_overflows():
+    """REDUCE_PRODUCT over rows whose fp32 product overflows on the way (1e30 * 1e30 * 0,
+    inf * 0 * 1): the reference and the interpreter may differ there, both within compliance."""
+    tensors = {"x": Tensor("x", (3, 3), "FP32"), "y": Tensor("y", (3, 1), "FP32")}
+    op = tosa_verify.graph.Operator("REDUCE_PRODUCT", {"axis": 1}, ["x"], ["y"])
+    graph = Graph((1, 0, 0, False), [Region("main", [Block("main", [op], tensors, ["x"], ["y"])])])
+    x = np.array([[1e30, 1e30, 0], [np.inf, 0, 1], [1e20, 1e20, 1e-20]], np.float32)
+    return graph, x
+
+
+def test_an_operator_fed_only_by_graph_inputs_inherits_nothing():
+    graph, x = _reduce_product_of_overflows()
+    report = diff(graph, [x])
+    (out,) = report.ops[0].outputs
+    assert out.inputs_identical and out.local is not None
+    assert out.status == out.local.status == "within_compliance" and not out.inherited, report.format_table()
+    assert "inherited" not in report.format_table()
+
+
+def test_a_reference_model_crash_is_one_error_line_on_stderr(tmp_path, capsys):
+    """The SSA violation the reference model aborts on (our interpreter refuses it too): the
+    table on stdout, the reference model's text on one line on stderr, exit 2."""
+    tensors = {n: Tensor(n, (2, 3), "INT32") for n in ("x", "y")}
+    ops = [tosa_verify.graph.Operator("ADD", {}, ["x", "x"], ["y"]),
+           tosa_verify.graph.Operator("IDENTITY", {}, ["x"], ["y"])]
+    path = tmp_path / "ssa.tosa"
+    path.write_bytes(to_flatbuffer(Graph((1, 0, 0, False), [Region("main", [Block("main", ops, tensors, ["x"], ["y"])])])))
+    assert diff_main([str(path), "--json", str(tmp_path / "r.json")]) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith("tosa-verify diff: error: reference model: ") and err.count("\n") == 1, err
+    assert len(err) < 300  # (trimmed)
+    error_lines = [line for line in out.splitlines() if line.startswith("ERROR:")]
+    assert len(error_lines) == 1 and "setProducer" in error_lines[0]
+    assert "\n" in json.loads((tmp_path / "r.json").read_text())["error"]  # the full text is kept there

@@ -18,7 +18,9 @@ def _chain(length: int) -> Graph:
             for zp in (f"zi{i}", f"zo{i}"):
                 tensors[zp] = Tensor(zp, (1,), "FP32", np.zeros(1, np.float32))
             ops[i].inputs += [f"zi{i}", f"zo{i}"]
-    block = Block("main", ops, tensors, ["t0"], [f"t{length}"])
+    # (each zero point from its CONST: folded into the plan's constants, no step)
+    consts = [Operator("CONST", {}, [], [name]) for name in tensors if name[0] == "z"]
+    block = Block("main", consts + ops, tensors, ["t0"], [f"t{length}"])
     return Graph((1, 0, 0, False), [Region("main", [block])])
 
 

@@ -360,7 +360,10 @@ def _version(b: _Buffer, at: int) -> tuple[int, int, int, bool]:
 def _block(b: _Buffer, pos: int, makers: Makers):
     (o_name, o_ops, o_tensors, o_in, o_out, o_shapes), (name, operators, tensors, inputs, outputs, shapes) = b.row(
         "TosaBasicBlock", pos)
-    tensors = _objects(b, pos + o_tensors + tensors if o_tensors else 0, makers, _TENSORS)
+    start = pos + o_tensors + tensors if o_tensors else 0
+    tensors = _objects(b, start, makers, _TENSORS)
+    if start and len(tensors) != b.u32[start >> 2]:
+        raise _Decline  # (two tensors of one name: the per-table reader reports it)
     shapes = b.tables_at(pos + o_shapes + shapes if o_shapes else 0)
     shapes = [_shape(b, at, makers.shape) for at in shapes] if shapes else []
     operators = _objects(b, pos + o_ops + operators if o_ops else 0, makers, _OPERATORS)

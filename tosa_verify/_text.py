@@ -2,6 +2,8 @@
 
 >>> clip("a_very_long_tensor_name", 8), db(float("inf")), json_float(float("nan"))
 ('…or_name', 'inf', 'nan')
+>>> one_line("exited with code -6:\n  assertion failed\n", 30)
+'exited with code -6: assertio…'
 """
 
 from __future__ import annotations
@@ -14,6 +16,14 @@ from typing import Any
 def clip(text: str, width: int) -> str:
     """``text`` cut to ``width`` characters, keeping its end (tensor names differ at the end)."""
     return text if len(text) <= width else "…" + text[-(width - 1):]
+
+
+def one_line(text: str, width: int = 240) -> str:
+    """``text`` (e.g. a crashed tool's output) on one line: its whitespace runs, newlines
+    included, made one space, cut to ``width`` characters (keeping its start, which says what
+    failed)."""
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 def db(x: float | None) -> str:

@@ -293,6 +293,9 @@ def _int48(raw: np.ndarray, count: int) -> np.ndarray:
 
 
 def _check_len(buf: np.ndarray, need: int, dtype: str, shape: tuple[int, ...]) -> None:
+    # (longer data is accepted, as by the reference model, which reads the first ``need`` bytes:
+    # serialization_lib pads data to 8 bytes, and ExecuTorch's Arm backend writes a per-channel
+    # weight zero point, one value per channel, into a tensor declared [1])
     if buf.size < need:
         raise TosaFormatError(
             f"constant data of a {dtype} tensor of shape {list(shape)} has {buf.size} bytes, needs {need}"

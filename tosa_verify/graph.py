@@ -461,7 +461,10 @@ def _make_shape(buf: bytes, name: str, rank: int, start: int, length: int) -> Te
 
 def _make_block(name: str, operators: list, tensors: dict, inputs: list, outputs: list, shapes: list) -> Block:
     # (zip(map(...)): a comprehension costs a function call in Python 3.11)
-    return _new_block(name, operators, tensors, inputs, outputs, zip(map(_NAME, shapes), shapes, strict=True))
+    block = _new_block(name, operators, tensors, inputs, outputs, zip(map(_NAME, shapes), shapes, strict=True))
+    if len(block.shapes) != len(shapes):
+        raise _TooLarge  # (two shapes of one name: the per-table reader reports it)
+    return block
 
 
 _NAME = attrgetter("name")
@@ -524,23 +527,39 @@ def _read_operators(block: Table, fb: dict[str, Field], op_names: dict[int, str]
 
 def _read_block(block: Table, op_names: dict[int, str]) -> Block:
     fb, fs = table_layout("TosaBasicBlock"), table_layout("TosaShape")
-    tensors = {tensor.name: tensor for tensor in _read_tensors(block, fb)}
+    block_name = block.string(fb["Name"])
+    declared = _read_tensors(block, fb)
+    tensors = {tensor.name: tensor for tensor in declared}
+    _check_unique(block_name, "tensor", tensors, declared)
     shapes: dict[str, Tensor] = {}
+    declared = []
     for s in block.tables(fb["Shapes"]):
         name = s.string(fs["Name"])
         rank = int(s.scalar(fs["Rank"]))
         raw = s.vector(fs["Data"])
-        data = decode_constant(raw, "SHAPE", (rank,)) if raw is not None and raw.size else None
-        shapes[name] = Tensor(name=name, shape=(rank,), dtype="SHAPE", data=data)
+        try:
+            data = decode_constant(raw, "SHAPE", (rank,)) if raw is not None and raw.size else None
+        except TosaFormatError as exc:
+            raise TosaFormatError(f"shape {name!r}: {exc}") from None
+        declared.append(shapes.setdefault(name, Tensor(name=name, shape=(rank,), dtype="SHAPE", data=data)))
+    _check_unique(block_name, "shape", shapes, declared)
     operators = _read_operators(block, fb, op_names)
     return _new_block(
-        name=block.string(fb["Name"]),
+        name=block_name,
         operators=operators,
         tensors=tensors,
         inputs=block.strings(fb["Inputs"]),
         outputs=block.strings(fb["Outputs"]),
         shapes=shapes,
     )
+
+
+def _check_unique(block: str, what: str, by_name: dict[str, Tensor], declared: list[Tensor]) -> None:
+    """Refuse a block declaring two tensors (or shapes) of one name (the dict kept one of them)."""
+    if len(by_name) != len(declared):
+        seen: set[str] = set()
+        name = next(t.name for t in declared if t.name in seen or seen.add(t.name))
+        raise TosaValidationError(f"block {block!r}: {what} {name!r} is declared more than once", tensors=(name,))
 
 
 def parse(data: bytes) -> Graph:

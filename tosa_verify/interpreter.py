@@ -248,6 +248,11 @@ def bind_inputs(block: Block, inputs: Inputs) -> list[np.ndarray]:
     Raises :class:`TosaInputError` naming the tensor on a count, name, shape or dtype mismatch.
     """
     names = block.inputs
+    if isinstance(inputs, np.ndarray):  # (iterating it would take its rows for the inputs)
+        raise TosaInputError(
+            f"inputs: a list/tuple/dict of arrays, not an ndarray (for a single input pass [x]; "
+            f"the graph takes {len(names)} input(s) {names})"
+        )
     if isinstance(inputs, Mapping):
         unknown = sorted(set(inputs) - set(names))
         missing = [n for n in names if n not in inputs]
@@ -281,7 +286,9 @@ def run(source: Source, inputs: Inputs, *, capture: bool = False,
         variables: dict[str, np.ndarray] | None = None) -> list[np.ndarray] | RunResult:
     """Run a TOSA graph on numpy inputs with the pure-numpy interpreter.
 
-    ``inputs`` is a list in graph input order or a dict by tensor name. Returns the outputs in
+    ``inputs`` is a list (or tuple) in graph input order or a dict by tensor name, even for a
+    graph of one input: a bare ndarray is refused with a :class:`TosaInputError` (pass ``[x]``),
+    never taken row by row as a list of inputs. Returns the outputs in
     graph output order, in the numpy dtypes ``tosa_reference_model.run`` uses. With
     ``capture=True`` returns a :class:`RunResult` whose ``.tensors`` maps every tensor name to
     its value.

@@ -2,14 +2,17 @@
 
 A :class:`BlockPlan` holds, for one :class:`~tosa_verify.graph.Block`:
 
-* the initial environment: constant tensors, plus the values of *folded* operators (every input
+* the initial environment: the values of CONST and CONST_SHAPE operators (a declaration's data
+  is available only once the operator writing it ran, as in the spec's graphs, where an input is
+  a graph input or an operator's output), plus the values of *folded* operators (every input
   constant, a pure op), computed once with the ordinary op functions and every check they make;
 * one :class:`Step` per remaining operator: its function (or the kernel its op's optional
   ``prepare`` returned, see :func:`tosa_verify.ops.registry.register_prepare`), its tensor
   declarations and working dtypes resolved, and the tensors whose last use it is (freed after it
   when nothing records the run);
 * the checks that depend only on declarations (unknown op, undeclared tensor, a tensor used
-  before it is produced, an output dimension < 1), done once here. A failing check does not
+  before it is produced or whose data no CONST produces, a tensor written by a second operator
+  or a block input written, an output dimension < 1), done once here. A failing check does not
   raise here: it is kept on its step and raised when the run reaches that operator, so a run
   reports the same first error, at the same operator, as an operator-by-operator walk would.
 
@@ -27,6 +30,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from operator import attrgetter, is_
 
 import numpy as np
@@ -330,17 +334,20 @@ def build_plan(block: Block, graph: Graph | None = None) -> BlockPlan:
     decls: dict[str, Tensor] = {**block.shapes, **block.tensors}  # a tensor wins over a shape
     inputs = set(block.inputs)
     # (comprehensions: one pass each at C speed, where a loop with branches costs twice as much)
-    constants: dict[str, np.ndarray] = {name: decl.data for name, decl in decls.items() if decl.data is not None
-                                        and not decl.variable and name not in inputs}
     variables: list[tuple[str, Tensor]] = [(name, decl) for name, decl in decls.items() if decl.variable
                                            and name not in inputs]
-    available = set(constants) | inputs | {n for n, _ in variables}
-    foldable = set(constants)  # names whose value is the same on every run
+    # a declaration's data is the value of the CONST or CONST_SHAPE operator writing it (the
+    # spec's graphs have no other constants: an input is a graph input or an operator's output),
+    # so it is available once that operator ran, not before
+    constants: dict[str, np.ndarray] = {}
+    available = inputs | {n for n, _ in variables}
+    foldable: set[str] = set()  # names whose value is the same on every run
+    clashes = _write_clashes(block, inputs)
     entries: list = []
     stock = {op for op, fn in _STOCK_CONSTS.items() if fn is not None and REGISTRY.get(op) is fn}
     for index, operator in enumerate(block.operators):
         op = operator.op
-        if op in stock:
+        if op in stock and index not in clashes:
             # a well-formed CONST (see _STOCK_CONSTS; inline: most operators of a lowered graph
             # take this branch): folded, no step
             outputs = operator.outputs
@@ -357,12 +364,13 @@ def build_plan(block: Block, graph: Graph | None = None) -> BlockPlan:
                         value = value.view()
                         value.flags.writeable = False
                     name = decl.name
-                    if constants.get(name) is not value:  # (else, as most often, already there)
-                        available.add(name)
-                        constants[name] = value
-                        foldable.add(name)
+                    available.add(name)
+                    constants[name] = value
+                    foldable.add(name)
                     continue
         step = _make_step(block, index, operator, decls, available, constants, runtime)
+        if clashes and step.error_before is None and index in clashes:
+            step.error_before = clashes[index]
         entries.append(step)
         available.update(operator.outputs)
         if step.error_before is None and step.error_after is None and foldable.issuperset(step.inputs) \
@@ -385,6 +393,40 @@ def build_plan(block: Block, graph: Graph | None = None) -> BlockPlan:
         _set_frees(block, running, constants)
     return BlockPlan(constants, variables, running, entries,
                      version=None if graph is None else graph.version)
+
+
+_OUTPUTS = attrgetter("outputs")
+
+
+def _write_clashes(block: Block, inputs: set[str]) -> dict[int, TosaValidationError]:
+    """The operators of ``block`` that break single assignment, by index: each writes a tensor
+    an earlier operator (or itself) wrote, or a block input; with the error to raise before it.
+
+    One set-size comparison for a well-formed block (every output name distinct, none an input);
+    the operators are walked only when that fails."""
+    written = list(chain.from_iterable(map(_OUTPUTS, block.operators)))
+    if len(set(written)) == len(written) and inputs.isdisjoint(written):
+        return {}
+    # variable tensors are state, written by every VARIABLE_WRITE (or the IDENTITY it lowers to)
+    variables = {name for name, decl in (*block.shapes.items(), *block.tensors.items()) if decl.variable}
+    clashes: dict[int, TosaValidationError] = {}
+    writers: dict[str, tuple[int, str]] = {}
+    for index, operator in enumerate(block.operators):
+        for name in operator.outputs:
+            if index in clashes:
+                break
+            if name in variables:
+                continue
+            if name in inputs:
+                message = f"tensor {name!r} is an input of block {block.name!r}, written by operator {index} {operator.op}"
+            elif name in writers:
+                first, op = writers[name]
+                message = f"tensor {name!r} is written by operators {first} {op} and {index} {operator.op}"
+            else:
+                writers[name] = (index, operator.op)
+                continue
+            clashes[index] = _validation_error(index, operator, message, (name,))
+    return clashes
 
 
 #: The stock CONST and CONST_SHAPE functions: a well-formed one (no input, one output declared
@@ -461,9 +503,12 @@ def _bad_step(block: Block, index: int, operator: Operator, fn, decls: dict[str,
         step.error_before = _validation_error(
             index, operator, f"tensor {missing[0]!r} is not declared in block {block.name!r}", missing[:1])
     else:
-        unproduced = [n for n in ins if n not in available]
-        step.error_before = _validation_error(
-            index, operator, f"input tensor {unproduced[0]!r} is used before it is produced", unproduced[:1])
+        name = next(n for n in ins if n not in available)
+        if decls[name].data is not None and not any(name in o.outputs for o in block.operators):
+            message = f"input tensor {name!r} holds constant data that no CONST or CONST_SHAPE operator produces"
+        else:
+            message = f"input tensor {name!r} is used before it is produced"
+        step.error_before = _validation_error(index, operator, message, (name,))
     return step
 
 

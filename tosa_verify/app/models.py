@@ -185,8 +185,11 @@ def _call_factory(factory: Callable[..., Any], name: str, spec: str) -> LoadedMo
         raise CheckError(f"model factory {spec!r} must return (module, example_inputs[, calibration]), "
                          f"got {type(result).__name__}")
     module, example = result[0], result[1]
-    if not callable(module):
-        raise CheckError(f"model factory {spec!r} returned a {type(module).__name__}, not a module")
+    torch = sys.modules.get("torch")  # (imported by any factory that builds a torch module)
+    if torch is None or not isinstance(module, torch.nn.Module):
+        # (a plain function or lambda is callable but has no .eval(), no parameters to lower)
+        raise CheckError(f"model factory {spec!r} must return (module, example_inputs[, calibration]) with a "
+                         f"torch.nn.Module, got {type(module).__name__}")
     example = tuple(example) if isinstance(example, (tuple, list)) else (example,)
     return LoadedModel(name, module, example, result[2] if len(result) == 3 else None, spec)
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._text import one_line
 from ..budget import check_graph_memory, load_input_npy
 from ..errors import TosaError, TosaInputError
 from ..graph import Graph, load
@@ -93,7 +94,8 @@ def diff_command(args: argparse.Namespace) -> int:
         except TosaError as exc:
             print(f"tosa-verify diff: error: cannot write the repro: {exc}", file=sys.stderr)
             return 2
-    if report.error:
+    if report.error:  # (an execution failed: the table shows how far it got; --json has the full text)
+        print(f"tosa-verify diff: error: {one_line(report.error)}", file=sys.stderr)
         return 2
     return 0 if report.ok else 1
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._text import clip
+from .._text import clip, one_line
 from ..compare import EXACT, MISMATCH, Verdict
 from ..graph import Graph
 from ._common import (
@@ -61,8 +61,10 @@ class TensorDiff:
 
         Float outputs are judged locally: ``mismatch`` when the local check fails, ``inherited``
         when it passes but the global difference exceeds the operator's own bound (the difference
-        was accumulated upstream). Integer outputs keep their global, exact status: an integer
-        output that differs is a ``mismatch`` even when its inputs already differed.
+        was accumulated upstream). An operator whose inputs were identical in both executions
+        (graph inputs, constants, exact upstream outputs) has nothing to inherit: it gets the
+        local status. Integer outputs keep their global, exact status: an integer output that
+        differs is a ``mismatch`` even when its inputs already differed.
         """
         if self.verdict is None:
             return "unmatched" if self.other is None else "missing"
@@ -70,7 +72,7 @@ class TensorDiff:
             if self.local.status == MISMATCH:
                 return MISMATCH
             if self.verdict.status == MISMATCH:
-                return INHERITED
+                return self.local.status if self.inputs_identical else INHERITED
         return self.verdict.status
 
     @property
@@ -287,7 +289,7 @@ class DiffReport:
             lines.append(f"{INHERITED}: differs by more than the operator's own bound, but it is within"
                          " compliance on its own inputs (the difference comes from upstream)")
         if self.error:
-            lines.append(f"ERROR: {self.error}")
+            lines.append(f"ERROR: {one_line(self.error)}")  # (in full in the JSON)
         if first is None:
             if not self.error:
                 lines.append(f"all {len(self.ops)} operators agree"

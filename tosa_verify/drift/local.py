@@ -49,7 +49,11 @@ def run_operators(graph: Graph, operators: Iterable[Operator], values: Mapping[s
             elif n in main.tensors:
                 tensors[n] = main.tensors[n]
         inputs = [n for n in names if n in produced or n in values]
-        block = Block(main.name, [op], tensors, inputs, list(op.outputs), shapes)
+        # the other inputs' declared data, each from its own CONST / CONST_SHAPE (a block's
+        # constants come from those operators only, see tosa_verify.plan.build_plan)
+        consts = [Operator("CONST_SHAPE" if n in shapes else "CONST", {}, [], [n]) for n in names
+                  if n not in inputs and n not in op.outputs and _is_const(main, n)]
+        block = Block(main.name, [*consts, op], tensors, inputs, list(op.outputs), shapes)
         outs = interpreter.run_block(block, [produced[n] if n in produced else values[n] for n in inputs])
         produced.update(zip(op.outputs, outs, strict=True))
     return produced
