@@ -37,9 +37,12 @@ def avg_pool(em, node, x_node, x, in_shape, kernel, stride, pads):
     out_shape = em.shape(node, NHWC) if len(em.shape(node)) == 4 else None
     qo, qi = em.qout(node), em.qin(node, x_node)
     scale = qi.s / (kernel[0] * kernel[1] * qo.s) if em.is_int else 1.0
-    if em.is_int and not any(pads) and (ties_possible(scale) or integer_divisor(scale)):
-        # AVG_POOL2D rounds .5 away from zero (and a requantize after it rounds twice); the
-        # fake-quant mean rounds once, ties to even: exact window sums, one RESCALE instead
+    if em.is_int and not any(pads) and (ties_possible(scale) or integer_divisor(scale)
+                                         or (qo.s, qo.zp) != (qi.s, qi.zp)):
+        # AVG_POOL2D rounds .5 away from zero, and a requantize to other output qparams after
+        # it rounds twice (at the input's scale first, where a mean of a narrower range keeps
+        # few levels); the fake-quant mean rounds once, ties to even: exact window sums, one
+        # RESCALE instead
         sums = _int_window_sums(em, node, x_node, x, kernel, stride, pads)
         return _rescale_sums(em, sums, qo, scale, "rescale",
                              em.out(node, NHWC) if out_shape else None)
