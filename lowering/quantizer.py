@@ -155,7 +155,7 @@ COMPARE = {aten.eq.Tensor, aten.ne.Tensor, aten.gt.Tensor, aten.ge.Tensor, aten.
            aten.le.Tensor}
 SHARED = {
     aten.max_pool2d.default, aten.avg_pool2d.default, aten.adaptive_avg_pool2d.default,
-    aten.mean.dim, aten.view.default, aten.reshape.default, aten.flatten.using_ints,
+    aten.view.default, aten.reshape.default, aten.flatten.using_ints,
     aten.permute.default, aten.transpose.int, aten.t.default, aten.squeeze.dim,
     aten.squeeze.dims, aten.squeeze.default, aten.unsqueeze.default,
     aten.slice.Tensor, aten.select.int, aten.constant_pad_nd.default, aten.pad.default,
@@ -184,15 +184,6 @@ WHERE = {aten.where.self}
 GATHER_WEIGHT = {aten.embedding.default}
 #: x[indices] = values: values (the argument at this position) share the quantization of x
 SCATTER = {aten.index_put.default: 2, aten.index_copy.default: 3}
-
-
-def _is_channel_mean(n: fx.Node) -> bool:
-    """Every ``mean.dim`` gets its own observer: a mean spans a narrower range than its input
-    (a global average of ReLU outputs: a few of the input's levels at a shared scale, 25.6 dB
-    against float where its own scale gives 38 dB), and a shared scale makes sum/N land
-    exactly on rounding ties, where float and TOSA rounding differ. (The spatial mean is then
-    exact window sums and one RESCALE, :func:`lowering.ops.pool.avg_pool`.)"""
-    return n.target == aten.mean.dim
 
 
 def _is_window_sum(n: fx.Node) -> bool:
@@ -328,7 +319,7 @@ class TosaQuantizer(Quantizer):
                 if not src_fused:
                     ins[x] = act
                 out = act
-            elif t in SHARED and not _is_channel_mean(n) and not _is_window_sum(n):
+            elif t in SHARED and not _is_window_sum(n):
                 if not _is_float(x):
                     continue
                 ins[x] = act
@@ -339,6 +330,11 @@ class TosaQuantizer(Quantizer):
                     continue
                 _share_with_first(ins, tensors, n, act)
                 out = SharedQuantizationSpec((tensors[0], n))
+            # (a mean has its own observer: it spans a narrower range than its input, a global
+            # average of ReLU outputs a few of the input's levels at a shared scale, 25.6 dB
+            # against float where its own gives 42.7; and at a shared scale sum/N lands exactly
+            # on rounding ties, where float and TOSA rounding differ. The spatial mean is then
+            # exact window sums and one RESCALE, lowering.ops.pool.avg_pool)
             elif t in TABLE or t in OWN_OUTPUT or t == aten.mean.dim or _is_window_sum(n):
                 if not _is_float(x):
                     continue
@@ -415,12 +411,15 @@ def _table_output_spec(cfg: QuantConfig, act: QuantizationSpec) -> QuantizationS
     training) a min/max observer whatever ``cfg.activation_observer`` says.
 
     An int16 TABLE interpolates between samples 128 input levels apart; an output range that
-    clips fn's values (the histogram observer trims the top of exp, silu, softmax's 1/sum
-    when one score dominates) puts a saturation kink inside a segment, which the
-    interpolation cannot follow: 20-50 int16 steps off the fake-quant model, 7-10 dB of
-    SQNR. The output's range is fn's over the input's (already chosen) range, so min/max
-    only takes what the input's quantization lets through; int8 TABLEs hold every level
-    exactly and keep ``act``.
+    clips fn's values (the histogram observer trims the top of exp, silu, sigmoid, softmax's
+    1/sum) puts a saturation kink inside a segment, which the interpolation cannot follow.
+    The output's range is fn's over the input's (already chosen) range, so min/max only takes
+    what the input's quantization lets through: int16 SQNR against float rose 1-9 dB
+    (sigmoid 81.8 -> 90.5, softmax 73.8 -> 81.9, silu 68.6 -> 71.4). It does not remove the
+    kink where the symmetric int16 input range reaches past the observed inputs (softmax's
+    1/sum below 1, a steep function near 0): those stay tens of steps off the fake-quant
+    model (``QuantConfig.exact_int16_lookups``). int8 TABLEs hold every level exactly and
+    keep ``act``.
 
     >>> _table_output_spec(QuantConfig.int16(), QuantConfig.int16().act_spec()).observer_or_fake_quant_ctr.p.func
     <class 'torchao.quantization.pt2e.observer.MinMaxObserver'>

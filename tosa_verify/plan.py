@@ -413,8 +413,6 @@ def _write_clashes(block: Block, inputs: set[str]) -> dict[int, TosaValidationEr
     writers: dict[str, tuple[int, str]] = {}
     for index, operator in enumerate(block.operators):
         for name in operator.outputs:
-            if index in clashes:
-                break
             if name in variables:
                 continue
             if name in inputs:
@@ -426,6 +424,7 @@ def _write_clashes(block: Block, inputs: set[str]) -> dict[int, TosaValidationEr
                 writers[name] = (index, operator.op)
                 continue
             clashes[index] = _validation_error(index, operator, message, (name,))
+            break  # (one error per operator: its first clashing output)
     return clashes
 
 
